@@ -1,0 +1,189 @@
+// The Workers global scope, assembled from Deno's Web-platform extensions.
+// Everything here runs once at build time and is captured in the startup
+// snapshot, so an isolate starts with these globals already defined.
+import { core, internals, primordials } from "ext:core/mod.js";
+
+const { ObjectDefineProperties, ObjectDefineProperty, SymbolFor } = primordials;
+
+// deno_fetch's fetch() reaches for OpenTelemetry helpers; we do not ship
+// deno_telemetry, so give it inert ones (tracing is always off).
+internals.__telemetry = {
+  TRACING_ENABLED: false,
+  PROPAGATORS: [],
+  DID_NOT_ENTER: {},
+  builtinTracer() {
+    return undefined;
+  },
+  enterSpan() {
+    return internals.__telemetry.DID_NOT_ENTER;
+  },
+  exitSpan() {},
+  ContextManager: { active: () => undefined },
+};
+internals.__telemetryUtil = {
+  updateSpanFromClientResponse() {},
+  updateSpanFromError() {},
+  updateSpanFromRequest() {},
+};
+
+const webidl = core.loadExtScript("ext:deno_webidl/00_webidl.js");
+const event = core.loadExtScript("ext:deno_web/02_event.js");
+const timers = core.loadExtScript("ext:deno_web/02_timers.js");
+const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
+const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
+const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
+const performance = core.loadExtScript("ext:deno_web/15_performance.js");
+const crypto = core.loadExtScript("ext:deno_crypto/00_crypto.js");
+const url = core.loadExtScript("ext:deno_web/00_url.js");
+const urlPattern = core.loadExtScript("ext:deno_web/01_urlpattern.js");
+const streams = core.loadExtScript("ext:deno_web/06_streams.js");
+const compression = core.loadExtScript("ext:deno_web/14_compression.js");
+const file = core.loadExtScript("ext:deno_web/09_file.js");
+const fileReader = core.loadExtScript("ext:deno_web/10_filereader.js");
+const messagePort = core.loadExtScript("ext:deno_web/13_message_port.js");
+const { DOMException } = core.loadExtScript("ext:deno_web/01_dom_exception.js");
+const abortSignal = core.loadExtScript("ext:deno_web/03_abort_signal.js");
+const headers = core.loadExtScript("ext:deno_fetch/20_headers.js");
+const formData = core.loadExtScript("ext:deno_fetch/21_formdata.js");
+const request = core.loadExtScript("ext:deno_fetch/23_request.js");
+const response = core.loadExtScript("ext:deno_fetch/23_response.js");
+const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
+
+// console.* goes to the host log (tracing), not straight to stdout.
+const console = new consoleMod.Console((msg, level) =>
+  core.ops.op_cellhost_log(level, msg)
+);
+
+// Workers APIs that cellhost does not provide: touching them fails loudly
+// with a message that names them instead of behaving like a silent no-op.
+function missing(name, what) {
+  return {
+    enumerable: false,
+    configurable: true,
+    get() {
+      throw new Error(`${name} (${what}) is not supported by cellhost yet`);
+    },
+    set(v) {
+      ObjectDefineProperty(globalThis, name, {
+        value: v,
+        writable: true,
+        configurable: true,
+      });
+    },
+  };
+}
+
+const navigator = {};
+ObjectDefineProperties(navigator, {
+  userAgent: { value: "Cloudflare-Workers", enumerable: true },
+  language: { value: "en", enumerable: true },
+  hardwareConcurrency: { value: 1, enumerable: true },
+});
+
+ObjectDefineProperties(globalThis, {
+  AbortController: core.propNonEnumerable(abortSignal.AbortController),
+  AbortSignal: core.propNonEnumerable(abortSignal.AbortSignal),
+  Blob: core.propNonEnumerable(file.Blob),
+  File: core.propNonEnumerable(file.File),
+  FileReader: core.propNonEnumerable(fileReader.FileReader),
+  FormData: core.propNonEnumerable(formData.FormData),
+  Headers: core.propNonEnumerable(headers.Headers),
+  Request: core.propNonEnumerable(request.Request),
+  Response: core.propNonEnumerable(response.Response),
+  fetch: core.propWritable(fetchMod.fetch),
+  CloseEvent: core.propNonEnumerable(event.CloseEvent),
+  CustomEvent: core.propNonEnumerable(event.CustomEvent),
+  ErrorEvent: core.propNonEnumerable(event.ErrorEvent),
+  Event: core.propNonEnumerable(event.Event),
+  EventTarget: core.propNonEnumerable(event.EventTarget),
+  MessageEvent: core.propNonEnumerable(event.MessageEvent),
+  PromiseRejectionEvent: core.propNonEnumerable(event.PromiseRejectionEvent),
+  DOMException: core.propNonEnumerable(DOMException),
+  CompressionStream: core.propNonEnumerable(compression.CompressionStream),
+  DecompressionStream: core.propNonEnumerable(compression.DecompressionStream),
+  ByteLengthQueuingStrategy: core.propNonEnumerable(
+    streams.ByteLengthQueuingStrategy,
+  ),
+  CountQueuingStrategy: core.propNonEnumerable(streams.CountQueuingStrategy),
+  ReadableStream: core.propNonEnumerable(streams.ReadableStream),
+  ReadableStreamDefaultReader: core.propNonEnumerable(
+    streams.ReadableStreamDefaultReader,
+  ),
+  ReadableStreamBYOBReader: core.propNonEnumerable(
+    streams.ReadableStreamBYOBReader,
+  ),
+  ReadableStreamBYOBRequest: core.propNonEnumerable(
+    streams.ReadableStreamBYOBRequest,
+  ),
+  ReadableByteStreamController: core.propNonEnumerable(
+    streams.ReadableByteStreamController,
+  ),
+  ReadableStreamDefaultController: core.propNonEnumerable(
+    streams.ReadableStreamDefaultController,
+  ),
+  TransformStream: core.propNonEnumerable(streams.TransformStream),
+  TransformStreamDefaultController: core.propNonEnumerable(
+    streams.TransformStreamDefaultController,
+  ),
+  WritableStream: core.propNonEnumerable(streams.WritableStream),
+  WritableStreamDefaultWriter: core.propNonEnumerable(
+    streams.WritableStreamDefaultWriter,
+  ),
+  WritableStreamDefaultController: core.propNonEnumerable(
+    streams.WritableStreamDefaultController,
+  ),
+  TextDecoder: core.propNonEnumerable(encoding.TextDecoder),
+  TextEncoder: core.propNonEnumerable(encoding.TextEncoder),
+  TextDecoderStream: core.propNonEnumerable(encoding.TextDecoderStream),
+  TextEncoderStream: core.propNonEnumerable(encoding.TextEncoderStream),
+  URL: core.propNonEnumerable(url.URL),
+  URLSearchParams: core.propNonEnumerable(url.URLSearchParams),
+  URLPattern: core.propNonEnumerable(urlPattern.URLPattern),
+  MessageChannel: core.propNonEnumerable(messagePort.MessageChannel),
+  MessagePort: core.propNonEnumerable(messagePort.MessagePort),
+  Performance: core.propNonEnumerable(performance.Performance),
+  performance: core.propWritable(performance.performance),
+  CryptoKey: core.propNonEnumerable(crypto.CryptoKey),
+  Crypto: core.propNonEnumerable(crypto.Crypto),
+  SubtleCrypto: core.propNonEnumerable(crypto.SubtleCrypto),
+  crypto: core.propGetterOnly(() => crypto.crypto),
+  atob: core.propWritable(base64.atob),
+  btoa: core.propWritable(base64.btoa),
+  setTimeout: core.propWritable(timers.setTimeout),
+  setInterval: core.propWritable(timers.setInterval),
+  clearTimeout: core.propWritable(timers.clearTimeout),
+  clearInterval: core.propWritable(timers.clearInterval),
+  queueMicrotask: core.propWritable(core.queueMicrotask),
+  structuredClone: core.propWritable(messagePort.structuredClone),
+  reportError: core.propWritable(event.reportError),
+  console: core.propNonEnumerable(console),
+  navigator: core.propGetterOnly(() => navigator),
+  self: core.propGetterOnly(() => globalThis),
+  caches: missing("caches", "the Cache API"),
+  HTMLRewriter: missing("HTMLRewriter", "the HTML rewriter"),
+  WebSocketPair: missing("WebSocketPair", "server-side WebSockets"),
+  WebSocket: missing("WebSocket", "the WebSocket client"),
+  EventSource: missing("EventSource", "server-sent events client"),
+  [webidl.brand]: core.propNonEnumerable(webidl.brand),
+});
+
+// globalThis is an EventTarget in Workers (service-worker format uses
+// addEventListener("fetch", ...)).
+event.setEventTargetData(globalThis);
+event.saveGlobalThisReference(globalThis);
+ObjectDefineProperties(globalThis, {
+  addEventListener: core.propWritable(event.EventTarget.prototype.addEventListener),
+  removeEventListener: core.propWritable(
+    event.EventTarget.prototype.removeEventListener,
+  ),
+  dispatchEvent: core.propWritable(event.EventTarget.prototype.dispatchEvent),
+});
+
+// Internal handles for the dispatch glue; not visible under a string key.
+globalThis[SymbolFor("cellhost.internal")] = {
+  request,
+  response,
+  streams,
+  event,
+  console,
+};

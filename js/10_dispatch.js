@@ -1,0 +1,255 @@
+// Request dispatch: takes HTTP requests from the host (op_cellhost_next),
+// builds Fetch API Requests, calls the Worker's handler and hands the
+// Response back to Rust (fast paths for static bodies, a stream resource
+// otherwise).
+import { core, primordials } from "ext:core/mod.js";
+import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+
+const {
+  ObjectPrototypeIsPrototypeOf,
+  PromisePrototypeThen,
+  SymbolFor,
+  TypeError,
+  Error,
+  JSONParse,
+  TypedArrayPrototypeGetSymbolToStringTag,
+} = primordials;
+const {
+  op_cellhost_next,
+  op_cellhost_respond_text,
+  op_cellhost_respond_bytes,
+  op_cellhost_respond_stream,
+  op_cellhost_respond_error,
+  op_cellhost_log,
+} = core.ops;
+
+const internal = globalThis[SymbolFor("cellhost.internal")];
+const { request: requestMod, response: responseMod, streams, event } =
+  internal;
+const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");
+const {
+  serveFastBodyKey,
+  serveFastStatusKey,
+  serveFastHeaderKindKey,
+  serveFastContentTypeKey,
+  SERVE_FAST_HEADER_DEFAULT_TEXT,
+  SERVE_FAST_HEADER_CONTENT_TYPE,
+} = responseMod;
+const ResponsePrototype = responseMod.ResponsePrototype;
+
+// The service-worker format's event.
+class FetchEvent extends event.Event {
+  #request;
+  #respond;
+  #responded = false;
+  #ctx;
+  constructor(type, init) {
+    super(type);
+    this.#request = init.request;
+    this.#respond = init.respond;
+    this.#ctx = init.ctx;
+  }
+  get request() {
+    return this.#request;
+  }
+  respondWith(promise) {
+    if (this.#responded) {
+      throw new DOMException(
+        "FetchEvent.respondWith() has already been called; it can only be called once.",
+        "InvalidStateError",
+      );
+    }
+    this.#responded = true;
+    this.#respond(promise);
+  }
+  waitUntil(promise) {
+    this.#ctx.waitUntil(promise);
+  }
+  passThroughOnException() {}
+}
+globalThis.FetchEvent = FetchEvent;
+
+const EMPTY = new Uint8Array(0);
+let worker = null; // { kind, handler, env }
+
+function log(level, msg) {
+  op_cellhost_log(level, msg);
+}
+
+function errorText(e) {
+  if (e && typeof e === "object" && typeof e.stack === "string") return e.stack;
+  return String(e);
+}
+
+class ExecutionContext {
+  waitUntil(promise) {
+    // Keep the promise observed so a rejection is logged, not lost; the
+    // isolate outlives the response, so the work itself keeps running.
+    PromisePrototypeThen(promise, undefined, (e) =>
+      log(3, `Uncaught (in waitUntil) ${errorText(e)}\n`)
+    );
+  }
+  passThroughOnException() {}
+  get props() {
+    return {};
+  }
+}
+
+// Called once by the host after the main module evaluated. `ns` is the module
+// namespace (module format) or null (service-worker format).
+export function boot(ns, configJson) {
+  const config = JSONParse(configJson);
+  const env = config.env;
+  if (ns === null) {
+    for (const k in env) globalThis[k] = env[k];
+    worker = { kind: "script", env };
+  } else {
+    const handler = ns.default;
+    if (handler === undefined) {
+      throw new Error(
+        `${config.main}: the module has no default export; a module Worker must \`export default { async fetch(request, env, ctx) { ... } }\``,
+      );
+    }
+    const isClass = typeof handler === "function" &&
+      ObjectPrototypeIsPrototypeOf(WorkerEntrypoint.prototype, handler.prototype);
+    const hasFetch = isClass
+      ? typeof handler.prototype.fetch === "function"
+      : handler !== null && typeof handler.fetch === "function";
+    if (!hasFetch) {
+      log(2, `${config.main}: the default export has no fetch() handler; requests will fail with "Handler does not export a fetch() function."\n`);
+    }
+    worker = { kind: isClass ? "class" : "object", handler, env };
+  }
+  runLoop();
+}
+
+async function runLoop() {
+  while (true) {
+    const jobs = await op_cellhost_next();
+    if (jobs === null) return;
+    for (let i = 0; i < jobs.length; i++) handle(jobs[i]);
+  }
+}
+
+function makeRequest(job) {
+  const { method, url, headers: headerList, bodyRid } = job;
+  const body = bodyRid === null
+    ? null
+    : new InnerBody(streams.readableStreamForRid(bodyRid));
+  const inner = requestMod.newInnerRequest(
+    method,
+    url,
+    () => headerList,
+    body,
+    false,
+  );
+  return requestMod.fromInnerRequest(inner, "immutable");
+}
+
+function callHandler(request) {
+  const ctx = new ExecutionContext();
+  switch (worker.kind) {
+    case "object": {
+      if (typeof worker.handler.fetch !== "function") {
+        throw new Error("Handler does not export a fetch() function.");
+      }
+      return worker.handler.fetch(request, worker.env, ctx);
+    }
+    case "class": {
+      const obj = new worker.handler(ctx, worker.env);
+      if (typeof obj.fetch !== "function") {
+        throw new Error("Handler does not export a fetch() function.");
+      }
+      return obj.fetch(request);
+    }
+    default: {
+      let result;
+      const ev = new FetchEvent("fetch", {
+        request,
+        ctx,
+        respond: (p) => result = p,
+      });
+      globalThis.dispatchEvent(ev);
+      if (result === undefined) {
+        throw new Error(
+          "No event listener called respondWith() and passThroughOnException() is not supported here: a fetch event listener must call event.respondWith().",
+        );
+      }
+      return result;
+    }
+  }
+}
+
+async function handle(job) {
+  const id = job.id;
+  let response;
+  try {
+    response = await callHandler(makeRequest(job));
+  } catch (e) {
+    log(3, `Uncaught ${errorText(e)}\n`);
+    op_cellhost_respond_error(id, errorText(e));
+    return;
+  }
+  try {
+    if (!ObjectPrototypeIsPrototypeOf(ResponsePrototype, response)) {
+      throw new TypeError(
+        "Incorrect type for Promise: the Promise did not resolve to 'Response'.",
+      );
+    }
+    respond(id, response);
+  } catch (e) {
+    log(3, `Uncaught ${errorText(e)}\n`);
+    op_cellhost_respond_error(id, errorText(e));
+  }
+}
+
+function respond(id, response) {
+  // new Response("text") keeps its body unencoded; send it as is.
+  const fastStatus = response[serveFastStatusKey];
+  if (fastStatus !== 0 && !response.bodyUsed) {
+    const kind = response[serveFastHeaderKindKey];
+    const headers = kind === SERVE_FAST_HEADER_DEFAULT_TEXT
+      ? [["content-type", "text/plain;charset=UTF-8"]]
+      : kind === SERVE_FAST_HEADER_CONTENT_TYPE
+      ? [["content-type", response[serveFastContentTypeKey]]]
+      : [];
+    sendStatic(id, fastStatus, headers, response[serveFastBodyKey]);
+    return;
+  }
+  const inner = responseMod.toInnerResponseForDenoServe(response);
+  if (inner.type === "error") {
+    op_cellhost_respond_error(id, "the handler returned Response.error()");
+    return;
+  }
+  const headerList = inner.headerList;
+  const body = inner.body;
+  if (body === null) {
+    op_cellhost_respond_bytes(id, inner.status, headerList, EMPTY);
+    return;
+  }
+  const s = body.streamOrStatic;
+  if (!ObjectPrototypeIsPrototypeOf(streams.ReadableStreamPrototype, s)) {
+    if (s.consumed) throw new TypeError("Body is unusable: body already consumed");
+    s.consumed = true;
+    sendStatic(id, inner.status, headerList, s.body);
+    return;
+  }
+  if (s.locked || streams.isReadableStreamDisturbed(s)) {
+    throw new TypeError("Body is unusable: ReadableStream is locked or disturbed");
+  }
+  const rid = streams.resourceForReadableStream(s, body.length ?? undefined);
+  op_cellhost_respond_stream(id, inner.status, headerList, rid);
+}
+
+function sendStatic(id, status, headers, body) {
+  if (typeof body === "string") {
+    op_cellhost_respond_text(id, status, headers, body);
+  } else if (
+    body === null || body === undefined ||
+    TypedArrayPrototypeGetSymbolToStringTag(body) === "Uint8Array"
+  ) {
+    op_cellhost_respond_bytes(id, status, headers, body ?? EMPTY);
+  } else {
+    throw new TypeError("unexpected static body type");
+  }
+}

@@ -1,0 +1,11 @@
+// Snapshot entry point: builds the global scope and exposes the hooks the
+// host calls after loading a Worker.
+import { primordials } from "ext:core/mod.js";
+import "ext:cellhost/00_globals.js";
+import * as workers from "ext:cellhost/20_workers_module.js";
+import { boot } from "ext:cellhost/10_dispatch.js";
+
+const { SymbolFor } = primordials;
+
+globalThis[SymbolFor("cellhost.boot")] = boot;
+globalThis[SymbolFor("cellhost.workers")] = workers;

@@ -1,0 +1,169 @@
+//! Reading a Worker's configuration the way wrangler does: `wrangler.toml`
+//! or `wrangler.jsonc` (name, main, compatibility_date, compatibility_flags,
+//! vars) and `.dev.vars` for secrets.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use cellhost_host::{WorkerSpec};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub struct Worker {
+  pub name: String,
+  pub spec: WorkerSpec,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WranglerConfig {
+  name: Option<String>,
+  main: Option<String>,
+  compatibility_date: Option<String>,
+  compatibility_flags: Vec<String>,
+  vars: Map<String, Value>,
+}
+
+pub fn load(path: &Path) -> anyhow::Result<Worker> {
+  let path = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
+  if path.is_dir() {
+    from_dir(&path)
+  } else {
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    spec(name, path, Map::new())
+  }
+}
+
+fn from_dir(dir: &Path) -> anyhow::Result<Worker> {
+  let (file, cfg) = if dir.join("wrangler.toml").exists() {
+    let f = dir.join("wrangler.toml");
+    let text = std::fs::read_to_string(&f)?;
+    let cfg: WranglerConfig = toml::from_str(&text).with_context(|| format!("{}", f.display()))?;
+    (f, cfg)
+  } else if let Some(f) =
+    ["wrangler.jsonc", "wrangler.json"].iter().map(|n| dir.join(n)).find(|f| f.exists())
+  {
+    let text = std::fs::read_to_string(&f)?;
+    let cfg: WranglerConfig = serde_json::from_str(&strip_jsonc(&text))
+      .with_context(|| format!("{}", f.display()))?;
+    (f, cfg)
+  } else {
+    bail!("{}: no wrangler.toml, wrangler.jsonc or wrangler.json here", dir.display());
+  };
+  let Some(main) = cfg.main else {
+    bail!("{}: `main` is missing (the Worker's entry file)", file.display());
+  };
+  if cfg.compatibility_date.is_none() {
+    tracing::warn!("{}: no compatibility_date; using today's behaviour", file.display());
+  }
+  for flag in &cfg.compatibility_flags {
+    tracing::debug!("compatibility flag {flag}");
+  }
+  let name = cfg.name.unwrap_or_else(|| "worker".into());
+  let mut env = cfg.vars;
+  let dev_vars = dir.join(".dev.vars");
+  if dev_vars.exists() {
+    let text = std::fs::read_to_string(&dev_vars)?;
+    for (k, v) in parse_dotenv(&text) {
+      env.insert(k, Value::String(v));
+    }
+  }
+  spec(name, dir.join(main), env)
+}
+
+fn spec(name: String, main: PathBuf, env: Map<String, Value>) -> anyhow::Result<Worker> {
+  let main = std::fs::canonicalize(&main).with_context(|| format!("main {}", main.display()))?;
+  let source = std::fs::read_to_string(&main).with_context(|| format!("{}", main.display()))?;
+  let format = WorkerSpec::detect_format(&source);
+  Ok(Worker { name, spec: WorkerSpec { main, format, env } })
+}
+
+/// `.dev.vars`: KEY=VALUE lines, `#` comments, optional quotes.
+fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+  text
+    .lines()
+    .map(str::trim)
+    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    .filter_map(|l| {
+      let (k, v) = l.split_once('=')?;
+      let v = v.trim();
+      let v = if v.len() >= 2
+        && ((v.starts_with('"') && v.ends_with('"')) || (v.starts_with('\'') && v.ends_with('\'')))
+      {
+        v[1..v.len() - 1].replace("\\n", "\n")
+      } else {
+        v.to_string()
+      };
+      Some((k.trim().trim_start_matches("export ").trim().to_string(), v))
+    })
+    .collect()
+}
+
+/// JSONC to JSON: drops comments and trailing commas, leaving strings alone.
+fn strip_jsonc(text: &str) -> String {
+  let mut out = String::with_capacity(text.len());
+  let mut chars = text.chars().peekable();
+  while let Some(c) = chars.next() {
+    match c {
+      '"' => {
+        out.push(c);
+        while let Some(c) = chars.next() {
+          out.push(c);
+          if c == '\\' {
+            if let Some(n) = chars.next() {
+              out.push(n);
+            }
+          } else if c == '"' {
+            break;
+          }
+        }
+      }
+      '/' if chars.peek() == Some(&'/') => {
+        for c in chars.by_ref() {
+          if c == '\n' {
+            out.push('\n');
+            break;
+          }
+        }
+      }
+      '/' if chars.peek() == Some(&'*') => {
+        chars.next();
+        let mut prev = ' ';
+        for c in chars.by_ref() {
+          if prev == '*' && c == '/' {
+            break;
+          }
+          prev = c;
+        }
+      }
+      ',' => {
+        let rest: String = chars.clone().collect();
+        let next = rest.trim_start().chars().next();
+        if !matches!(next, Some('}') | Some(']')) {
+          out.push(c);
+        }
+      }
+      _ => out.push(c),
+    }
+  }
+  out
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn jsonc_comments_and_trailing_commas() {
+    let j = strip_jsonc("{\n // c\n \"a\": \"x//y\", /* b */ \"b\": [1,2,],\n}");
+    let v: Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["a"], "x//y");
+    assert_eq!(v["b"], serde_json::json!([1, 2]));
+  }
+
+  #[test]
+  fn dotenv_quotes_and_comments() {
+    let v = parse_dotenv("# c\nA=1\nB=\"two words\"\nexport C='x'\n");
+    assert_eq!(v, vec![("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), "x".into())]);
+  }
+}

@@ -1,0 +1,79 @@
+//! The `cellhost` command.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cellhost", version, about = "Run Cloudflare Workers on your own machines")]
+struct Cli {
+  #[command(subcommand)]
+  command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+  /// Serve a Worker: a .js module entry, or a directory with wrangler.toml / wrangler.jsonc.
+  Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+  /// The Worker: an entry .js file or a directory holding a wrangler config.
+  path: PathBuf,
+  /// Address to serve on.
+  #[arg(long, default_value = "127.0.0.1:8787")]
+  listen: SocketAddr,
+  /// Isolate threads (default: one per core).
+  #[arg(long)]
+  isolates: Option<usize>,
+  /// CPU time one request may use before its isolate is stopped and recycled.
+  #[arg(long, default_value_t = 30_000)]
+  cpu_ms: u64,
+  /// Heap limit of one isolate, in MiB.
+  #[arg(long, default_value_t = 128)]
+  memory_mb: usize,
+}
+
+fn main() {
+  tracing_subscriber::fmt()
+    .with_env_filter(
+      tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    )
+    .with_writer(std::io::stderr)
+    .init();
+  let cli = Cli::parse();
+  let result = match cli.command {
+    Command::Run(args) => run(args),
+  };
+  if let Err(e) = result {
+    eprintln!("error: {e:#}");
+    std::process::exit(1);
+  }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+  let worker = config::load(&args.path)?;
+  let isolates = args
+    .isolates
+    .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+  let listeners = cellhost_server::Listeners::bind(args.listen, isolates)?;
+  let opts = cellhost_host::PoolOptions {
+    isolates,
+    cpu_limit: Duration::from_millis(args.cpu_ms),
+    heap_limit_mb: args.memory_mb,
+  };
+  let name = worker.name.clone();
+  let _pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  println!("cellhost: serving {name} on http://{} ({isolates} isolates)", listeners.addr);
+  use std::io::Write;
+  std::io::stdout().flush()?;
+  loop {
+    std::thread::park();
+  }
+}

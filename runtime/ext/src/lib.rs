@@ -1,0 +1,42 @@
+//! The `cellhost` deno_core extension: the JavaScript glue in `js/` (Workers
+//! global scope, request dispatch, `cloudflare:workers`) and the ops it calls.
+//! It is shared by the host's build script (which snapshots it) and the host
+//! itself, so both register the exact same op table.
+
+mod http;
+pub mod set;
+
+pub use http::{Body, BoxError, HttpJob, HttpReply, Inbox, ReplyBody};
+
+deno_core::extension!(
+  cellhost,
+  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto],
+  ops = [
+    http::op_cellhost_next,
+    http::op_cellhost_respond_text,
+    http::op_cellhost_respond_bytes,
+    http::op_cellhost_respond_stream,
+    http::op_cellhost_respond_error,
+    op_cellhost_log,
+  ],
+  esm_entry_point = "ext:cellhost/99_main.js",
+  esm = [
+    dir "../../js",
+    "00_globals.js",
+    "10_dispatch.js",
+    "20_workers_module.js",
+    "99_main.js",
+  ],
+);
+
+/// console.* from a Worker: level 0 debug, 1 log/info, 2 warn, 3 error.
+#[deno_core::op2(fast)]
+fn op_cellhost_log(#[smi] level: u32, #[string] msg: &str) {
+  let msg = msg.strip_suffix('\n').unwrap_or(msg);
+  match level {
+    0 => tracing::debug!(target: "worker", "{msg}"),
+    1 => tracing::info!(target: "worker", "{msg}"),
+    2 => tracing::warn!(target: "worker", "{msg}"),
+    _ => tracing::error!(target: "worker", "{msg}"),
+  }
+}

@@ -1,0 +1,64 @@
+//! Builds the startup snapshot: Deno's Web-platform extensions plus the
+//! cellhost glue in js/, evaluated once here so each isolate starts from it.
+//! Extension sources are not embedded by deno_core any more, so the few lazy
+//! files the snapshot did not evaluate are embedded as a residual table.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use deno_core::ExtensionFileSourceCode;
+use deno_core::snapshot::{CreateSnapshotOptions, create_snapshot};
+
+fn main() {
+  let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+  let extensions = cellhost_ext::set::for_snapshot();
+
+  let mut lazy: Vec<(String, String, bool)> = Vec::new();
+  for ext in &extensions {
+    let files = ext
+      .lazy_loaded_js_files
+      .iter()
+      .map(|f| (f, true))
+      .chain(ext.lazy_loaded_esm_files.iter().map(|f| (f, false)));
+    for (file, is_js) in files {
+      #[allow(deprecated)]
+      if let ExtensionFileSourceCode::LoadedFromFsDuringSnapshot(path) = &file.code {
+        lazy.push((file.specifier.to_string(), path.to_string(), is_js));
+      }
+    }
+  }
+
+  let output = create_snapshot(
+    CreateSnapshotOptions {
+      cargo_manifest_dir: env!("CARGO_MANIFEST_DIR"),
+      startup_snapshot: None,
+      skip_op_registration: false,
+      extensions,
+      extension_transpiler: None,
+      with_runtime_cb: None,
+    },
+    None,
+  )
+  .expect("creating the startup snapshot");
+  std::fs::write(out.join("CELLHOST_SNAPSHOT.bin"), &output.output).unwrap();
+  for path in &output.files_loaded_during_snapshot {
+    println!("cargo:rerun-if-changed={}", path.display());
+  }
+
+  lazy.sort();
+  let consumed: HashSet<_> = output.consumed_lazy_specifiers.iter().cloned().collect();
+  let mut js = String::from("pub static RESIDUAL_JS: &[(&str, &str)] = &[\n");
+  let mut esm = String::from("pub static RESIDUAL_ESM: &[(&str, &str)] = &[\n");
+  for (spec, path, is_js) in lazy {
+    if consumed.contains(&spec) {
+      continue;
+    }
+    let line = format!("  ({spec:?}, include_str!({path:?})),\n");
+    if is_js { js.push_str(&line) } else { esm.push_str(&line) }
+  }
+  let mut code = String::new();
+  writeln!(code, "{js}];\n{esm}];").unwrap();
+  std::fs::write(out.join("residual.rs"), code).unwrap();
+  println!("cargo:rerun-if-changed=build.rs");
+}

@@ -1,0 +1,227 @@
+//! Isolate threads: one `JsRuntime` per OS thread on a current-thread tokio
+//! runtime. Work reaches a thread through its inbox channel, so a later
+//! Durable Object can be pinned to one thread by sending to that thread only.
+
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cellhost_ext::{HttpJob, Inbox, set};
+use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
+use tokio::sync::mpsc;
+
+use crate::loader::Loader;
+use crate::snapshot::{RESIDUAL_ESM, RESIDUAL_JS, SNAPSHOT};
+use crate::watchdog::{self, Watch};
+use crate::{Format, WorkerSpec};
+
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+  pub isolates: usize,
+  pub cpu_limit: Duration,
+  pub heap_limit_mb: usize,
+}
+
+/// Runs on every isolate thread once its isolate is up (the server's accept
+/// loop, so connections are served on the thread that runs their JavaScript).
+pub type ThreadHook =
+  Arc<dyn Fn(usize, IsolatePool) -> Pin<Box<dyn Future<Output = ()>>> + Send + Sync>;
+
+/// Handles to every isolate thread.
+#[derive(Clone)]
+pub struct IsolatePool {
+  inboxes: Arc<Vec<mpsc::UnboundedSender<HttpJob>>>,
+}
+
+impl IsolatePool {
+  /// Starts the isolate threads and loads the Worker in each. Fails with the
+  /// load error (syntax error, missing export, ...) if any isolate cannot
+  /// start, before anything is served.
+  pub fn start(spec: WorkerSpec, opts: PoolOptions, hook: ThreadHook) -> anyhow::Result<Self> {
+    let spec = Arc::new(spec);
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..opts.isolates.max(1) {
+      let (tx, rx) = mpsc::unbounded_channel();
+      senders.push(tx);
+      receivers.push(rx);
+    }
+    let pool = IsolatePool { inboxes: Arc::new(senders) };
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    for (index, rx) in receivers.into_iter().enumerate() {
+      let (spec, opts, hook, pool, ready) =
+        (spec.clone(), opts.clone(), hook.clone(), pool.clone(), ready_tx.clone());
+      std::thread::Builder::new()
+        .name(format!("cellhost-isolate-{index}"))
+        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool))?;
+    }
+    drop(ready_tx);
+    for _ in 0..pool.len() {
+      match ready_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => anyhow::bail!("{e}"),
+        Err(_) => anyhow::bail!("an isolate thread exited during start-up"),
+      }
+    }
+    Ok(pool)
+  }
+
+  pub fn len(&self) -> usize {
+    self.inboxes.len()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.inboxes.is_empty()
+  }
+
+  /// Queues a request on isolate `index`; gives the job back if that thread
+  /// is gone.
+  pub fn dispatch(&self, index: usize, job: HttpJob) -> Result<(), HttpJob> {
+    self.inboxes[index % self.inboxes.len()].send(job).map_err(|e| e.0)
+  }
+}
+
+fn thread_main(
+  index: usize,
+  spec: Arc<WorkerSpec>,
+  opts: PoolOptions,
+  rx: mpsc::UnboundedReceiver<HttpJob>,
+  ready: std::sync::mpsc::Sender<Result<(), String>>,
+  hook: ThreadHook,
+  pool: IsolatePool,
+) {
+  let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+  let local = tokio::task::LocalSet::new();
+  local.block_on(&rt, async move {
+    let watch = Watch::new();
+    watch.register_thread();
+    watchdog::watch(watch.clone(), opts.cpu_limit);
+    let inbox = Rc::new(Inbox::new(rx));
+    let mut ready = Some(ready);
+    loop {
+      match boot(&spec, &opts, &inbox, &watch).await {
+        Ok(mut js) => {
+          if let Some(ready) = ready.take() {
+            let _ = ready.send(Ok(()));
+            tokio::task::spawn_local(hook(index, pool.clone()));
+          }
+          let reason = drive(&mut js, &watch).await;
+          tracing::error!(isolate = index, "{reason}; the isolate is recycled");
+          inbox.fail_in_flight(&reason);
+        }
+        Err(e) => {
+          if let Some(ready) = ready.take() {
+            let _ = ready.send(Err(e));
+            return;
+          }
+          tracing::error!(isolate = index, "restarting the isolate failed: {e}");
+          tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+      }
+    }
+  });
+}
+
+/// Creates an isolate from the snapshot and evaluates the Worker in it.
+async fn boot(
+  spec: &WorkerSpec,
+  opts: &PoolOptions,
+  inbox: &Rc<Inbox>,
+  watch: &Arc<Watch>,
+) -> Result<JsRuntime, String> {
+  let heap = opts.heap_limit_mb << 20;
+  let mut js = JsRuntime::try_new(RuntimeOptions {
+    module_loader: Some(Rc::new(Loader)),
+    extensions: set::for_runtime(),
+    startup_snapshot: Some(SNAPSHOT),
+    residual_lazy_js_sources: RESIDUAL_JS,
+    residual_lazy_esm_sources: RESIDUAL_ESM,
+    create_params: Some(v8::CreateParams::default().heap_limits(0, heap)),
+    ..Default::default()
+  })
+  .map_err(|e| format!("creating an isolate: {e}"))?;
+  js.lazy_init_extensions(set::runtime_args()).map_err(|e| e.to_string())?;
+  {
+    let state = js.op_state();
+    let mut state = state.borrow_mut();
+    set::put_permissions(&mut state);
+    state.put(inbox.clone());
+  }
+  watch.set_isolate(js.v8_isolate().thread_safe_handle());
+  let w = watch.clone();
+  js.add_near_heap_limit_callback(move |current, _initial| {
+    w.kill(format!("the isolate exceeded its heap limit of {} MiB", heap >> 20));
+    // Headroom so the termination itself can run.
+    current + (64 << 20)
+  });
+
+  let url = ModuleSpecifier::from_file_path(&spec.main)
+    .map_err(|_| format!("{}: not an absolute path", spec.main.display()))?;
+  let ns = match spec.format {
+    Format::Module => {
+      let id = js.load_main_es_module(&url).await.map_err(|e| e.to_string())?;
+      let eval = js.mod_evaluate(id);
+      js.with_event_loop_future(eval, PollEventLoopOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+      Some(js.get_module_namespace(id).map_err(|e| e.to_string())?)
+    }
+    Format::ServiceWorker => {
+      let code = std::fs::read_to_string(&spec.main)
+        .map_err(|e| format!("{}: {e}", spec.main.display()))?;
+      js.execute_script(url.to_string(), code).map_err(|e| e.to_string())?;
+      None
+    }
+  };
+
+  let config = serde_json::json!({
+    "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
+    "env": spec.env,
+  })
+  .to_string();
+  let (boot_fn, args) = {
+    let f = js
+      .execute_script("[cellhost:boot]", "globalThis[Symbol.for('cellhost.boot')]")
+      .map_err(|e| e.to_string())?;
+    deno_core::scope!(scope, &mut js);
+    let f = v8::Local::new(scope, f);
+    let f = v8::Local::<v8::Function>::try_from(f).map_err(|e| e.to_string())?;
+    let ns: v8::Local<v8::Value> = match &ns {
+      Some(ns) => v8::Local::new(scope, ns).into(),
+      None => v8::null(scope).into(),
+    };
+    let config = v8::String::new(scope, &config).unwrap();
+    (
+      v8::Global::new(scope, f),
+      [v8::Global::new(scope, ns), v8::Global::new(scope, v8::Local::<v8::Value>::from(config))],
+    )
+  };
+  let call = js.call_with_args(&boot_fn, &args);
+  js.with_event_loop_future(call, PollEventLoopOptions::default())
+    .await
+    .map_err(|e| e.to_string())?;
+  Ok(js)
+}
+
+/// Runs the isolate's event loop until the watchdog terminates it; returns
+/// the reason. Uncaught errors are logged and the isolate keeps serving.
+async fn drive(js: &mut JsRuntime, watch: &Watch) -> String {
+  loop {
+    let result = poll_fn(|cx| {
+      watch.enter();
+      let r = js.poll_event_loop(cx, PollEventLoopOptions::default());
+      watch.leave();
+      r
+    })
+    .await;
+    if let Some(reason) = watch.take_kill() {
+      return reason;
+    }
+    match result {
+      Ok(()) => return "the isolate's event loop ended".into(),
+      Err(e) => tracing::error!(target: "worker", "Uncaught {e}"),
+    }
+  }
+}

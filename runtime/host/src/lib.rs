@@ -1,0 +1,57 @@
+//! V8 isolates that run Workers.
+//!
+//! Each isolate thread owns one `deno_core::JsRuntime` created from the
+//! startup snapshot, loads the Worker's main module once, and then answers the
+//! HTTP jobs sent to its inbox. A watchdog enforces the per-request CPU limit
+//! and the heap limit by terminating the isolate, which is then recycled.
+
+mod isolate;
+mod loader;
+mod watchdog;
+
+use std::path::PathBuf;
+
+pub use cellhost_ext::{Body, BoxError, HttpJob, HttpReply, ReplyBody};
+pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
+
+mod snapshot {
+  pub static SNAPSHOT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/CELLHOST_SNAPSHOT.bin"));
+  include!(concat!(env!("OUT_DIR"), "/residual.rs"));
+}
+
+/// The two Worker formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+  /// `export default { fetch }` (or a `WorkerEntrypoint` class).
+  Module,
+  /// `addEventListener("fetch", ...)`, evaluated as a classic script.
+  ServiceWorker,
+}
+
+/// What to run: the main module and the bindings it sees.
+#[derive(Clone, Debug)]
+pub struct WorkerSpec {
+  /// Absolute path of the entry file.
+  pub main: PathBuf,
+  pub format: Format,
+  /// `env` as a JSON object (vars and secrets).
+  pub env: serde_json::Map<String, serde_json::Value>,
+}
+
+impl WorkerSpec {
+  /// Decides the format the way bundlers do: a file with top-level `import`
+  /// or `export` statements is a module, anything else a service worker.
+  pub fn detect_format(source: &str) -> Format {
+    let module = source.lines().any(|l| {
+      let l = l.trim_start();
+      l.starts_with("export ")
+        || l.starts_with("export{")
+        || l.starts_with("export*")
+        || (l.starts_with("import ") && !l.starts_with("import ("))
+        || l.starts_with("import{")
+        || l.starts_with("import\"")
+        || l.starts_with("import'")
+    });
+    if module { Format::Module } else { Format::ServiceWorker }
+  }
+}
