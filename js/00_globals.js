@@ -28,7 +28,7 @@ internals.__telemetryUtil = {
 
 const webidl = core.loadExtScript("ext:deno_webidl/00_webidl.js");
 const event = core.loadExtScript("ext:deno_web/02_event.js");
-const timers = core.loadExtScript("ext:deno_web/02_timers.js");
+import * as timers from "ext:cellhost/05_timers.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -49,7 +49,9 @@ const request = core.loadExtScript("ext:deno_fetch/23_request.js");
 const response = core.loadExtScript("ext:deno_fetch/23_response.js");
 const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
 
-// console.* goes to the host log (tracing), not straight to stdout.
+// console.* goes to the host log (tracing), not straight to stdout, and
+// without terminal colours.
+consoleMod.setNoColorFns(() => true, () => true);
 const console = new consoleMod.Console((msg, level) =>
   core.ops.op_cellhost_log(level, msg)
 );
@@ -153,7 +155,6 @@ ObjectDefineProperties(globalThis, {
   setInterval: core.propWritable(timers.setInterval),
   clearTimeout: core.propWritable(timers.clearTimeout),
   clearInterval: core.propWritable(timers.clearInterval),
-  queueMicrotask: core.propWritable(core.queueMicrotask),
   structuredClone: core.propWritable(messagePort.structuredClone),
   reportError: core.propWritable(event.reportError),
   console: core.propNonEnumerable(console),
@@ -169,14 +170,58 @@ ObjectDefineProperties(globalThis, {
 
 // globalThis is an EventTarget in Workers (service-worker format uses
 // addEventListener("fetch", ...)).
+class ServiceWorkerGlobalScope extends event.EventTarget {}
+primordials.ObjectSetPrototypeOf(globalThis, ServiceWorkerGlobalScope.prototype);
+globalThis.ServiceWorkerGlobalScope = ServiceWorkerGlobalScope;
 event.setEventTargetData(globalThis);
 event.saveGlobalThisReference(globalThis);
+// Called as bare functions, so they bind to globalThis themselves.
+const { FunctionPrototypeCall } = primordials;
+const targetProto = event.EventTarget.prototype;
 ObjectDefineProperties(globalThis, {
-  addEventListener: core.propWritable(event.EventTarget.prototype.addEventListener),
-  removeEventListener: core.propWritable(
-    event.EventTarget.prototype.removeEventListener,
-  ),
-  dispatchEvent: core.propWritable(event.EventTarget.prototype.dispatchEvent),
+  addEventListener: core.propWritable(function addEventListener(...args) {
+    return FunctionPrototypeCall(targetProto.addEventListener, this ?? globalThis, ...args);
+  }),
+  removeEventListener: core.propWritable(function removeEventListener(...args) {
+    return FunctionPrototypeCall(targetProto.removeEventListener, this ?? globalThis, ...args);
+  }),
+  dispatchEvent: core.propWritable(function dispatchEvent(...args) {
+    return FunctionPrototypeCall(targetProto.dispatchEvent, this ?? globalThis, ...args);
+  }),
+});
+
+const dateNow = Date.now;
+// workerd reports time only at I/O boundaries and anchors performance at the
+// Unix epoch (timeOrigin 0, now() == Date.now()); do the same.
+ObjectDefineProperties(performance.performance, {
+  timeOrigin: { get: () => 0, configurable: true, enumerable: true },
+  now: { value: () => dateNow(), configurable: true, writable: true },
+});
+
+// Errors thrown by ops carry a class name; map the DOMException ones.
+for (
+  const name of [
+    "OperationError", "NotSupportedError", "NetworkError", "AbortError",
+    "InvalidCharacterError", "DataError", "InvalidStateError", "SyntaxError",
+    "IndexSizeError", "TypeMismatchError", "InvalidAccessError", "NotFoundError",
+    "DataCloneError", "TimeoutError",
+  ]
+) {
+  core.registerErrorBuilder(`DOMException${name}`, (msg) => new DOMException(msg, name));
+}
+core.registerErrorBuilder(
+  "DOMExceptionQuotaExceededError",
+  (msg) => new DOMException(msg, "QuotaExceededError"),
+);
+
+// Uncaught errors in callbacks and unhandled rejections are logged; they do
+// not stop the isolate (workerd keeps serving too).
+core.setReportExceptionCallback((e) =>
+  core.ops.op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`)
+);
+core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
+  core.ops.op_cellhost_log(3, `Uncaught (in promise) ${reason?.stack ?? reason}\n`);
+  return true;
 });
 
 // Internal handles for the dispatch glue; not visible under a string key.

@@ -99,51 +99,48 @@ fn parse_dotenv(text: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-/// JSONC to JSON: drops comments and trailing commas, leaving strings alone.
+/// JSONC to JSON: drops comments, then trailing commas, leaving strings alone.
 fn strip_jsonc(text: &str) -> String {
+  let no_comments = scan(text, |c, rest, out| match c {
+    '/' if rest.starts_with('/') => rest.find('\n').map_or(rest.len(), |i| i),
+    '/' if rest.starts_with('*') => rest.find("*/").map_or(rest.len(), |i| i + 2),
+    _ => {
+      out.push(c);
+      0
+    }
+  });
+  scan(&no_comments, |c, rest, out| {
+    let next = rest.trim_start().chars().next();
+    if !(c == ',' && matches!(next, Some('}') | Some(']'))) {
+      out.push(c);
+    }
+    0
+  })
+}
+
+/// Walks `text` outside string literals; `f(c, rest, out)` handles one
+/// character and returns how many following bytes to skip.
+fn scan(text: &str, mut f: impl FnMut(char, &str, &mut String) -> usize) -> String {
   let mut out = String::with_capacity(text.len());
-  let mut chars = text.chars().peekable();
-  while let Some(c) = chars.next() {
-    match c {
-      '"' => {
-        out.push(c);
-        while let Some(c) = chars.next() {
-          out.push(c);
-          if c == '\\' {
-            if let Some(n) = chars.next() {
-              out.push(n);
-            }
-          } else if c == '"' {
-            break;
-          }
+  let mut i = 0;
+  let mut in_str = false;
+  while let Some(c) = text[i..].chars().next() {
+    i += c.len_utf8();
+    if in_str {
+      out.push(c);
+      if c == '\\' {
+        if let Some(n) = text[i..].chars().next() {
+          out.push(n);
+          i += n.len_utf8();
         }
+      } else if c == '"' {
+        in_str = false;
       }
-      '/' if chars.peek() == Some(&'/') => {
-        for c in chars.by_ref() {
-          if c == '\n' {
-            out.push('\n');
-            break;
-          }
-        }
-      }
-      '/' if chars.peek() == Some(&'*') => {
-        chars.next();
-        let mut prev = ' ';
-        for c in chars.by_ref() {
-          if prev == '*' && c == '/' {
-            break;
-          }
-          prev = c;
-        }
-      }
-      ',' => {
-        let rest: String = chars.clone().collect();
-        let next = rest.trim_start().chars().next();
-        if !matches!(next, Some('}') | Some(']')) {
-          out.push(c);
-        }
-      }
-      _ => out.push(c),
+    } else if c == '"' {
+      in_str = true;
+      out.push(c);
+    } else {
+      i += f(c, &text[i..], &mut out);
     }
   }
   out
@@ -155,7 +152,7 @@ mod tests {
 
   #[test]
   fn jsonc_comments_and_trailing_commas() {
-    let j = strip_jsonc("{\n // c\n \"a\": \"x//y\", /* b */ \"b\": [1,2,],\n}");
+    let j = strip_jsonc("{\n // c\n \"a\": \"x//y\", /* b */ \"b\": [1,2,], /* c */\n}");
     let v: Value = serde_json::from_str(&j).unwrap();
     assert_eq!(v["a"], "x//y");
     assert_eq!(v["b"], serde_json::json!([1, 2]));

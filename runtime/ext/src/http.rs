@@ -209,7 +209,8 @@ impl Resource for RequestBody {
         }
         BufView::from(data)
       };
-      if let Some(data) = self.leftover.borrow_mut().take() {
+      let leftover = self.leftover.borrow_mut().take();
+      if let Some(data) = leftover {
         return Ok(take(data, &self));
       }
       let mut body = RcRef::map(&self, |r| &r.body).borrow_mut().await;

@@ -23,6 +23,7 @@ deno_core::extension!(
   esm = [
     dir "../../js",
     "00_globals.js",
+    "05_timers.js",
     "10_dispatch.js",
     "20_workers_module.js",
     "99_main.js",

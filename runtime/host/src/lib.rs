@@ -39,19 +39,22 @@ pub struct WorkerSpec {
 }
 
 impl WorkerSpec {
-  /// Decides the format the way bundlers do: a file with top-level `import`
-  /// or `export` statements is a module, anything else a service worker.
+  /// Decides the format the way bundlers do: a file with an ES module
+  /// `import` or `export` statement is a module, anything else a service
+  /// worker script.
   pub fn detect_format(source: &str) -> Format {
-    let module = source.lines().any(|l| {
+    const EXPORTS: [&str; 10] = [
+      "export default", "export {", "export{", "export *", "export const ", "export let ",
+      "export var ", "export function", "export class ", "export async ",
+    ];
+    let import = source.lines().any(|l| {
       let l = l.trim_start();
-      l.starts_with("export ")
-        || l.starts_with("export{")
-        || l.starts_with("export*")
-        || (l.starts_with("import ") && !l.starts_with("import ("))
-        || l.starts_with("import{")
-        || l.starts_with("import\"")
-        || l.starts_with("import'")
+      (l.starts_with("import ") || l.starts_with("import{")) && !l.starts_with("import (")
     });
-    if module { Format::Module } else { Format::ServiceWorker }
+    if import || EXPORTS.iter().any(|e| source.contains(e)) {
+      Format::Module
+    } else {
+      Format::ServiceWorker
+    }
   }
 }

@@ -132,11 +132,11 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
   res
 }
 
-/// An uncaught exception or a recycled isolate: a bare 500, as workerd
+/// An uncaught exception or a recycled isolate: the plain 500 workerd
 /// answers; the reason is in the log, not in the response.
 fn error_response(reason: &str) -> Response<ReplyStream> {
   tracing::debug!("500: {reason}");
-  let mut res = Response::new(ReplyStream::full(Bytes::new()));
+  let mut res = Response::new(ReplyStream::full(Bytes::from_static(b"Internal Server Error")));
   *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
   res
 }

@@ -1,0 +1,254 @@
+//! Differential tests: every fixture under tests/fixtures runs on Cloudflare's
+//! workerd (npm `workerd`, pinned in tests/package.json) and on cellhost, with
+//! the same bytes and the same requests; status, selected headers and body
+//! must be equal.
+//!
+//! A fixture is `NAME.js` (or a directory `NAME/` with `worker.js` and the
+//! modules it imports). Directives in `// @` comments at the top:
+//!   `// @request METHOD PATH [BODY]`  a request to send (default `GET /`)
+//!   `// @header NAME: VALUE`          a request header for every request
+//!   `// @compare NAME[,NAME]`         response headers to compare (default content-type)
+//!   `// @var NAME=VALUE`              a text binding; `$UPSTREAM` expands to the
+//!                                     loopback echo server's origin
+//!   `// @divergence TEXT`             a documented, accepted difference (not compared)
+
+mod support;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::*;
+
+struct Fixture {
+  name: String,
+  main: PathBuf,
+  modules: Vec<PathBuf>,
+  requests: Vec<(String, String, String)>,
+  headers: Vec<(String, String)>,
+  compare: Vec<String>,
+  vars: Vec<(String, String)>,
+}
+
+fn fixtures() -> Vec<Fixture> {
+  let dir = repo_root().join("tests/fixtures");
+  let mut out = Vec::new();
+  let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+  entries.sort();
+  for path in entries {
+    let (name, main, modules) = if path.is_dir() {
+      let mut modules = js_files(&path);
+      modules.sort();
+      (path.file_name().unwrap().to_string_lossy().into_owned(), path.join("worker.js"), modules)
+    } else if path.extension().is_some_and(|e| e == "js") {
+      (path.file_stem().unwrap().to_string_lossy().into_owned(), path.clone(), vec![path.clone()])
+    } else {
+      continue;
+    };
+    let src = std::fs::read_to_string(&main).unwrap();
+    let mut f = Fixture {
+      name,
+      main,
+      modules,
+      requests: vec![],
+      headers: vec![],
+      compare: vec!["content-type".into()],
+      vars: vec![],
+    };
+    for line in src.lines() {
+      let Some(d) = line.trim().strip_prefix("// @") else { continue };
+      let (key, rest) = d.split_once(' ').unwrap_or((d, ""));
+      match key {
+        "request" => {
+          let mut p = rest.splitn(3, ' ');
+          let m = p.next().unwrap().to_string();
+          let path = p.next().unwrap_or("/").to_string();
+          f.requests.push((m, path, p.next().unwrap_or("").to_string()));
+        }
+        "header" => {
+          let (k, v) = rest.split_once(':').unwrap();
+          f.headers.push((k.trim().into(), v.trim().into()));
+        }
+        "compare" => f.compare.extend(rest.split(',').map(|s| s.trim().to_ascii_lowercase())),
+        "var" => {
+          let (k, v) = rest.split_once('=').unwrap();
+          f.vars.push((k.trim().into(), v.trim().into()));
+        }
+        _ => {}
+      }
+    }
+    if f.requests.is_empty() {
+      f.requests.push(("GET".into(), "/".into(), String::new()));
+    }
+    out.push(f);
+  }
+  out
+}
+
+fn js_files(dir: &Path) -> Vec<PathBuf> {
+  let mut out = Vec::new();
+  for e in std::fs::read_dir(dir).unwrap() {
+    let p = e.unwrap().path();
+    if p.is_dir() {
+      out.extend(js_files(&p));
+    } else if p.extension().is_some_and(|e| e == "js") {
+      out.push(p);
+    }
+  }
+  out
+}
+
+fn workerd_bin() -> PathBuf {
+  let p = repo_root().join("tests/node_modules/.bin/workerd");
+  assert!(
+    p.exists(),
+    "workerd is not installed: run `npm ci --prefix tests` (scripts/test.sh does this)"
+  );
+  p
+}
+
+fn is_module(src: &str) -> bool {
+  cellhost_host::WorkerSpec::detect_format(src) == cellhost_host::Format::Module
+}
+
+fn capnp_string(s: &str) -> String {
+  format!("{s:?}")
+}
+
+/// One workerd process serving every fixture, each on its own port.
+fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Vec<SocketAddr>) {
+  let mut cfg = String::from("using Workerd = import \"/workerd/workerd.capnp\";\n");
+  let mut services = vec!["(name = \"net\", network = (allow = [\"public\", \"private\", \"local\"]))".to_string()];
+  let mut sockets = Vec::new();
+  let mut addrs = Vec::new();
+  let mut workers = String::new();
+  for (i, f) in fixtures.iter().enumerate() {
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    addrs.push(addr);
+    services.push(format!("(name = \"s{i}\", worker = .w{i})"));
+    sockets.push(format!("(name = \"k{i}\", address = \"{addr}\", http = (), service = \"s{i}\")"));
+    // workerd embeds files relative to its config: copy the fixture next to it.
+    let base = f.main.parent().unwrap();
+    let embed = |m: &Path| {
+      let rel = Path::new(&format!("w{i}")).join(m.strip_prefix(base).unwrap());
+      std::fs::create_dir_all(tmp.join(&rel).parent().unwrap()).unwrap();
+      std::fs::copy(m, tmp.join(&rel)).unwrap();
+      capnp_string(&rel.to_string_lossy())
+    };
+    let src = std::fs::read_to_string(&f.main).unwrap();
+    let code = if is_module(&src) {
+      // workerd takes the first module as the main one.
+      let mut mods: Vec<&PathBuf> = f.modules.iter().filter(|m| **m != f.main).collect();
+      mods.insert(0, &f.main);
+      let mods: Vec<String> = mods
+        .into_iter()
+        .map(|m| {
+          let name = m.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+          format!("(name = {}, esModule = embed {})", capnp_string(&name), embed(m))
+        })
+        .collect();
+      format!("modules = [{}]", mods.join(", "))
+    } else {
+      format!("serviceWorkerScript = embed {}", embed(&f.main))
+    };
+    let bindings: Vec<String> = f
+      .vars
+      .iter()
+      .map(|(k, v)| format!("(name = {}, text = {})", capnp_string(k), capnp_string(&v.replace("$UPSTREAM", upstream))))
+      .collect();
+    writeln!(
+      workers,
+      "const w{i} :Workerd.Worker = ({code}, compatibilityDate = \"2026-11-01\", bindings = [{}], globalOutbound = \"net\");",
+      bindings.join(", ")
+    )
+    .unwrap();
+  }
+  writeln!(
+    cfg,
+    "const config :Workerd.Config = (services = [{}], sockets = [{}]);\n{workers}",
+    services.join(", "),
+    sockets.join(", ")
+  )
+  .unwrap();
+  let path = tmp.join("config.capnp");
+  std::fs::write(&path, cfg).unwrap();
+  let child = Command::new(workerd_bin())
+    .arg("serve")
+    .arg(&path)
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(tmp.join("workerd.log")).unwrap())
+    .spawn()
+    .expect("starting workerd");
+  for a in &addrs {
+    if !wait_port(*a, Duration::from_secs(20)) {
+      let log = std::fs::read_to_string(tmp.join("workerd.log")).unwrap_or_default();
+      panic!("workerd did not listen on {a}:\n{log}");
+    }
+  }
+  (child, addrs)
+}
+
+/// A wrangler.toml for cellhost that points at the fixture file.
+fn cellhost_dir(f: &Fixture, upstream: &str, tmp: &Path) -> PathBuf {
+  let dir = tmp.join(&f.name);
+  std::fs::create_dir_all(&dir).unwrap();
+  let mut toml = format!(
+    "name = {:?}\nmain = {:?}\ncompatibility_date = \"2026-11-01\"\n[vars]\n",
+    f.name,
+    f.main.to_string_lossy()
+  );
+  for (k, v) in &f.vars {
+    writeln!(toml, "{k} = {:?}", v.replace("$UPSTREAM", upstream)).unwrap();
+  }
+  std::fs::write(dir.join("wrangler.toml"), toml).unwrap();
+  dir
+}
+
+fn summarize(r: &Resp, compare: &[String]) -> String {
+  let mut s = format!("{}", r.status);
+  for h in compare {
+    write!(s, " | {h}: {}", r.header(h).unwrap_or("-")).unwrap();
+  }
+  write!(s, " | {}", r.text()).unwrap();
+  s
+}
+
+#[test]
+fn fixtures_match_workerd() {
+  let fixtures = fixtures();
+  assert!(fixtures.len() >= 25, "only {} fixtures", fixtures.len());
+  let tmp = std::env::temp_dir().join(format!("cellhost-diff-{}", std::process::id()));
+  std::fs::create_dir_all(&tmp).unwrap();
+  let upstream = format!("http://{}", upstream());
+  let (mut workerd, waddrs) = start_workerd(&fixtures, &upstream, &tmp);
+  let mut failures = Vec::new();
+  let mut compared = 0;
+  for (f, waddr) in fixtures.iter().zip(&waddrs) {
+    let ch = Cellhost::start(&cellhost_dir(f, &upstream, &tmp), &["--isolates", "1"]);
+    for (method, path, body) in &f.requests {
+      let headers: Vec<(&str, &str)> = f.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+      let want = request(*waddr, method, path, &headers, body.as_bytes())
+        .map(|r| summarize(&r, &f.compare))
+        .unwrap_or_else(|e| format!("error {e}"));
+      let got = request(ch.addr, method, path, &headers, body.as_bytes())
+        .map(|r| summarize(&r, &f.compare))
+        .unwrap_or_else(|e| format!("error {e}"));
+      compared += 1;
+      if want != got {
+        failures.push(format!(
+          "{} {method} {path}\n  workerd:  {want}\n  cellhost: {got}\n  log: {}",
+          f.name,
+          ch.log().lines().rev().take(5).collect::<Vec<_>>().join(" / ")
+        ));
+      }
+    }
+  }
+  let _ = workerd.kill();
+  let _ = workerd.wait();
+  let _ = std::fs::remove_dir_all(&tmp);
+  println!("{} fixtures, {compared} requests compared, {} differ", fixtures.len(), failures.len());
+  assert!(failures.is_empty(), "differences from workerd:\n{}", failures.join("\n"));
+}

@@ -1,0 +1,256 @@
+//! Helpers shared by the integration tests: start `cellhost` and workerd,
+//! speak plain HTTP/1.1 to them, and run a loopback upstream server.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn repo_root() -> PathBuf {
+  Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+pub fn cellhost_bin() -> PathBuf {
+  PathBuf::from(env!("CARGO_BIN_EXE_cellhost"))
+}
+
+/// A running `cellhost run`; killed on drop. Its stderr is collected.
+pub struct Cellhost {
+  pub child: Child,
+  pub addr: SocketAddr,
+  pub log: Arc<Mutex<String>>,
+}
+
+impl Cellhost {
+  pub fn start(path: &Path, extra: &[&str]) -> Cellhost {
+    Self::try_start(path, extra).unwrap_or_else(|e| panic!("cellhost run {}: {e}", path.display()))
+  }
+
+  pub fn try_start(path: &Path, extra: &[&str]) -> Result<Cellhost, String> {
+    let mut child = Command::new(cellhost_bin())
+      .arg("run")
+      .arg(path)
+      .args(["--listen", "127.0.0.1:0"])
+      .args(extra)
+      .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+      .stdout(Stdio::piped())
+      .stderr(Stdio::piped())
+      .spawn()
+      .map_err(|e| e.to_string())?;
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+      for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        let mut s = sink.lock().unwrap();
+        s.push_str(&line);
+        s.push('\n');
+      }
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+    std::thread::spawn(move || {
+      let mut rest = String::new();
+      let _ = stdout.read_to_string(&mut rest);
+    });
+    let Some(addr) = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()) else {
+      let _ = child.wait();
+      std::thread::sleep(Duration::from_millis(100));
+      return Err(format!("did not start: {line}{}", log.lock().unwrap()));
+    };
+    let addr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    Ok(Cellhost { child, addr, log })
+  }
+
+  pub fn log(&self) -> String {
+    self.log.lock().unwrap().clone()
+  }
+
+  /// Waits until the log contains `needle` (the log is written by a thread).
+  pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+      if self.log().contains(needle) {
+        return true;
+      }
+      std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+  }
+}
+
+impl Drop for Cellhost {
+  fn drop(&mut self) {
+    let _ = self.child.kill();
+    let _ = self.child.wait();
+  }
+}
+
+/// Runs `cellhost run` expecting it to fail at start; returns (exit code, stderr).
+pub fn cellhost_fails(path: &Path) -> (Option<i32>, String) {
+  let out = Command::new(cellhost_bin())
+    .arg("run")
+    .arg(path)
+    .args(["--listen", "127.0.0.1:0"])
+    .output()
+    .unwrap();
+  let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+  (out.status.code(), text)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resp {
+  pub status: u16,
+  pub headers: Vec<(String, String)>,
+  pub body: Vec<u8>,
+}
+
+impl Resp {
+  pub fn header(&self, name: &str) -> Option<&str> {
+    self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+  }
+
+  pub fn text(&self) -> String {
+    String::from_utf8_lossy(&self.body).into_owned()
+  }
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn request(
+  addr: SocketAddr,
+  method: &str,
+  path: &str,
+  headers: &[(&str, &str)],
+  body: &[u8],
+) -> std::io::Result<Resp> {
+  let mut s = TcpStream::connect(addr)?;
+  s.set_read_timeout(Some(Duration::from_secs(30)))?;
+  let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+  for (k, v) in headers {
+    req.push_str(&format!("{k}: {v}\r\n"));
+  }
+  if !body.is_empty() || method == "POST" || method == "PUT" {
+    req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+  }
+  req.push_str("\r\n");
+  s.write_all(req.as_bytes())?;
+  s.write_all(body)?;
+  let mut raw = Vec::new();
+  s.read_to_end(&mut raw)?;
+  parse_response(&raw).ok_or_else(|| std::io::Error::other(format!("bad response: {:?}", String::from_utf8_lossy(&raw))))
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Resp {
+  request(addr, "GET", path, &[], b"").unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+pub fn parse_response(raw: &[u8]) -> Option<Resp> {
+  let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+  let head = std::str::from_utf8(&raw[..end]).ok()?;
+  let mut lines = head.split("\r\n");
+  let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+  let headers: Vec<(String, String)> = lines
+    .filter_map(|l| l.split_once(':'))
+    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+    .collect();
+  let mut body = raw[end + 4..].to_vec();
+  let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+  if chunked {
+    body = dechunk(&body)?;
+  }
+  Some(Resp { status, headers, body })
+}
+
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
+  let mut out = Vec::new();
+  loop {
+    let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+    let size = usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
+    data = &data[line_end + 2..];
+    if size == 0 {
+      return Some(out);
+    }
+    out.extend_from_slice(data.get(..size)?);
+    data = data.get(size + 2..)?;
+  }
+}
+
+pub fn free_port() -> u16 {
+  TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn wait_port(addr: SocketAddr, timeout: Duration) -> bool {
+  let end = Instant::now() + timeout;
+  while Instant::now() < end {
+    if TcpStream::connect(addr).is_ok() {
+      return true;
+    }
+    std::thread::sleep(Duration::from_millis(25));
+  }
+  false
+}
+
+/// A loopback HTTP server for outbound fetch tests: answers every request
+/// with a JSON echo of method, path, a few headers and the body.
+pub fn upstream() -> SocketAddr {
+  let l = TcpListener::bind("127.0.0.1:0").unwrap();
+  let addr = l.local_addr().unwrap();
+  std::thread::spawn(move || {
+    for s in l.incoming().map_while(Result::ok) {
+      std::thread::spawn(move || {
+        let _ = echo(s);
+      });
+    }
+  });
+  addr
+}
+
+fn echo(mut s: TcpStream) -> std::io::Result<()> {
+  let mut r = BufReader::new(s.try_clone()?);
+  loop {
+    let mut first = String::new();
+    if r.read_line(&mut first)? == 0 {
+      return Ok(());
+    }
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut len = 0usize;
+    let mut xtest = String::new();
+    loop {
+      let mut l = String::new();
+      r.read_line(&mut l)?;
+      let l = l.trim_end();
+      if l.is_empty() {
+        break;
+      }
+      if let Some((k, v)) = l.split_once(':') {
+        let k = k.trim().to_ascii_lowercase();
+        if k == "content-length" {
+          len = v.trim().parse().unwrap_or(0);
+        } else if k == "x-test" {
+          xtest = v.trim().to_string();
+        }
+      }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    let json = format!(
+      "{{\"method\":{:?},\"path\":{:?},\"x-test\":{:?},\"body\":{:?}}}",
+      method,
+      path,
+      xtest,
+      String::from_utf8_lossy(&body)
+    );
+    write!(
+      s,
+      "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-upstream: yes\r\ncontent-length: {}\r\n\r\n{}",
+      json.len(),
+      json
+    )?;
+  }
+}
