@@ -35,15 +35,26 @@ struct Fixture {
 fn fixtures() -> Vec<Fixture> {
   let dir = repo_root().join("tests/fixtures");
   let mut out = Vec::new();
-  let mut entries: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+  let mut entries: Vec<_> = std::fs::read_dir(&dir)
+    .unwrap()
+    .map(|e| e.unwrap().path())
+    .collect();
   entries.sort();
   for path in entries {
     let (name, main, modules) = if path.is_dir() {
       let mut modules = js_files(&path);
       modules.sort();
-      (path.file_name().unwrap().to_string_lossy().into_owned(), path.join("worker.js"), modules)
+      (
+        path.file_name().unwrap().to_string_lossy().into_owned(),
+        path.join("worker.js"),
+        modules,
+      )
     } else if path.extension().is_some_and(|e| e == "js") {
-      (path.file_stem().unwrap().to_string_lossy().into_owned(), path.clone(), vec![path.clone()])
+      (
+        path.file_stem().unwrap().to_string_lossy().into_owned(),
+        path.clone(),
+        vec![path.clone()],
+      )
     } else {
       continue;
     };
@@ -58,20 +69,25 @@ fn fixtures() -> Vec<Fixture> {
       vars: vec![],
     };
     for line in src.lines() {
-      let Some(d) = line.trim().strip_prefix("// @") else { continue };
+      let Some(d) = line.trim().strip_prefix("// @") else {
+        continue;
+      };
       let (key, rest) = d.split_once(' ').unwrap_or((d, ""));
       match key {
         "request" => {
           let mut p = rest.splitn(3, ' ');
           let m = p.next().unwrap().to_string();
           let path = p.next().unwrap_or("/").to_string();
-          f.requests.push((m, path, p.next().unwrap_or("").to_string()));
+          f.requests
+            .push((m, path, p.next().unwrap_or("").to_string()));
         }
         "header" => {
           let (k, v) = rest.split_once(':').unwrap();
           f.headers.push((k.trim().into(), v.trim().into()));
         }
-        "compare" => f.compare.extend(rest.split(',').map(|s| s.trim().to_ascii_lowercase())),
+        "compare" => f
+          .compare
+          .extend(rest.split(',').map(|s| s.trim().to_ascii_lowercase())),
         "var" => {
           let (k, v) = rest.split_once('=').unwrap();
           f.vars.push((k.trim().into(), v.trim().into()));
@@ -120,7 +136,8 @@ fn capnp_string(s: &str) -> String {
 /// One workerd process serving every fixture, each on its own port.
 fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Vec<SocketAddr>) {
   let mut cfg = String::from("using Workerd = import \"/workerd/workerd.capnp\";\n");
-  let mut services = vec!["(name = \"net\", network = (allow = [\"public\", \"private\", \"local\"]))".to_string()];
+  let mut services =
+    vec!["(name = \"net\", network = (allow = [\"public\", \"private\", \"local\"]))".to_string()];
   let mut sockets = Vec::new();
   let mut addrs = Vec::new();
   let mut workers = String::new();
@@ -129,7 +146,9 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     addrs.push(addr);
     services.push(format!("(name = \"s{i}\", worker = .w{i})"));
-    sockets.push(format!("(name = \"k{i}\", address = \"{addr}\", http = (), service = \"s{i}\")"));
+    sockets.push(format!(
+      "(name = \"k{i}\", address = \"{addr}\", http = (), service = \"s{i}\")"
+    ));
     // workerd embeds files relative to its config: copy the fixture next to it.
     let base = f.main.parent().unwrap();
     let embed = |m: &Path| {
@@ -147,7 +166,11 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
         .into_iter()
         .map(|m| {
           let name = m.strip_prefix(base).unwrap().to_string_lossy().into_owned();
-          format!("(name = {}, esModule = embed {})", capnp_string(&name), embed(m))
+          format!(
+            "(name = {}, esModule = embed {})",
+            capnp_string(&name),
+            embed(m)
+          )
         })
         .collect();
       format!("modules = [{}]", mods.join(", "))
@@ -157,7 +180,13 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
     let bindings: Vec<String> = f
       .vars
       .iter()
-      .map(|(k, v)| format!("(name = {}, text = {})", capnp_string(k), capnp_string(&v.replace("$UPSTREAM", upstream))))
+      .map(|(k, v)| {
+        format!(
+          "(name = {}, text = {})",
+          capnp_string(k),
+          capnp_string(&v.replace("$UPSTREAM", upstream))
+        )
+      })
       .collect();
     writeln!(
       workers,
@@ -229,7 +258,11 @@ fn fixtures_match_workerd() {
   for (f, waddr) in fixtures.iter().zip(&waddrs) {
     let ch = Cellhost::start(&cellhost_dir(f, &upstream, &tmp), &["--isolates", "1"]);
     for (method, path, body) in &f.requests {
-      let headers: Vec<(&str, &str)> = f.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+      let headers: Vec<(&str, &str)> = f
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
       let want = request(*waddr, method, path, &headers, body.as_bytes())
         .map(|r| summarize(&r, &f.compare))
         .unwrap_or_else(|e| format!("error {e}"));
@@ -241,7 +274,12 @@ fn fixtures_match_workerd() {
         failures.push(format!(
           "{} {method} {path}\n  workerd:  {want}\n  cellhost: {got}\n  log: {}",
           f.name,
-          ch.log().lines().rev().take(5).collect::<Vec<_>>().join(" / ")
+          ch.log()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join(" / ")
         ));
       }
     }
@@ -249,6 +287,14 @@ fn fixtures_match_workerd() {
   let _ = workerd.kill();
   let _ = workerd.wait();
   let _ = std::fs::remove_dir_all(&tmp);
-  println!("{} fixtures, {compared} requests compared, {} differ", fixtures.len(), failures.len());
-  assert!(failures.is_empty(), "differences from workerd:\n{}", failures.join("\n"));
+  println!(
+    "{} fixtures, {compared} requests compared, {} differ",
+    fixtures.len(),
+    failures.len()
+  );
+  assert!(
+    failures.is_empty(),
+    "differences from workerd:\n{}",
+    failures.join("\n")
+  );
 }

@@ -35,7 +35,11 @@ fn example_hello_serves() {
 #[test]
 fn wrangler_jsonc_vars_and_dev_vars() {
   let d = tmpdir("jsonc");
-  write(&d, "src/index.js", "export default { fetch(r, env) { return new Response(`${env.A}|${env.N}|${env.OBJ.k}|${env.SECRET}`) } }");
+  write(
+    &d,
+    "src/index.js",
+    "export default { fetch(r, env) { return new Response(`${env.A}|${env.N}|${env.OBJ.k}|${env.SECRET}`) } }",
+  );
   write(
     &d,
     "wrangler.jsonc",
@@ -54,7 +58,11 @@ fn wrangler_jsonc_vars_and_dev_vars() {
 #[test]
 fn syntax_error_exits_with_location() {
   let d = tmpdir("syntax");
-  let f = write(&d, "bad.js", "export default {\n  fetch() {\n    return new Response(;\n  }\n}\n");
+  let f = write(
+    &d,
+    "bad.js",
+    "export default {\n  fetch() {\n    return new Response(;\n  }\n}\n",
+  );
   let (code, out) = cellhost_fails(&f);
   assert_ne!(code, Some(0));
   assert!(out.contains("SyntaxError"), "{out}");
@@ -75,19 +83,42 @@ fn missing_fetch_handler_is_named() {
   let d = tmpdir("nofetch");
   let f = write(&d, "w.js", "export default { scheduled() {} };\n");
   let ch = Cellhost::start(&f, &[]);
-  assert!(ch.wait_log("no fetch() handler", Duration::from_secs(5)), "{}", ch.log());
+  assert!(
+    ch.wait_log("no fetch() handler", Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
   assert_eq!(get(ch.addr, "/").status, 500);
-  assert!(ch.wait_log("Handler does not export a fetch() function.", Duration::from_secs(5)), "{}", ch.log());
+  assert!(
+    ch.wait_log(
+      "Handler does not export a fetch() function.",
+      Duration::from_secs(5)
+    ),
+    "{}",
+    ch.log()
+  );
 }
 
 #[test]
 fn uncaught_exception_logs_stack_and_returns_500() {
   let d = tmpdir("throw");
-  let f = write(&d, "w.js", "function inner() { throw new RangeError('deep') }\nexport default { fetch() { inner() } };\n");
+  let f = write(
+    &d,
+    "w.js",
+    "function inner() { throw new RangeError('deep') }\nexport default { fetch() { inner() } };\n",
+  );
   let ch = Cellhost::start(&f, &[]);
   assert_eq!(get(ch.addr, "/").status, 500);
-  assert!(ch.wait_log("RangeError: deep", Duration::from_secs(5)), "{}", ch.log());
-  assert!(ch.log().contains("at inner"), "no stack in log: {}", ch.log());
+  assert!(
+    ch.wait_log("RangeError: deep", Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
+  assert!(
+    ch.log().contains("at inner"),
+    "no stack in log: {}",
+    ch.log()
+  );
 }
 
 #[test]
@@ -100,10 +131,17 @@ fn missing_workers_apis_fail_loudly() {
   );
   let ch = Cellhost::start(&f, &[]);
   let body = get(ch.addr, "/").text();
-  assert!(body.contains("caches (the Cache API) is not supported by cellhost"), "{body}");
+  assert!(
+    body.contains("caches (the Cache API) is not supported by cellhost"),
+    "{body}"
+  );
   assert!(body.contains("HTMLRewriter"), "{body}");
   assert!(body.contains("WebSocketPair"), "{body}");
-  let f2 = write(&d, "node.js", "import fs from 'node:fs';\nexport default { fetch() { return new Response('x') } };");
+  let f2 = write(
+    &d,
+    "node.js",
+    "import fs from 'node:fs';\nexport default { fetch() { return new Response('x') } };",
+  );
   let (code, out) = cellhost_fails(&f2);
   assert_ne!(code, Some(0));
   assert!(out.contains("node:fs"), "{out}");
@@ -112,17 +150,33 @@ fn missing_workers_apis_fail_loudly() {
 #[test]
 fn console_goes_to_the_host_log() {
   let d = tmpdir("console");
-  let f = write(&d, "w.js", "export default { fetch() { console.log('hello-from-js', {a: 1}); console.error('bad-thing'); return new Response('ok') } };");
+  let f = write(
+    &d,
+    "w.js",
+    "export default { fetch() { console.log('hello-from-js', {a: 1}); console.error('bad-thing'); return new Response('ok') } };",
+  );
   let ch = Cellhost::start(&f, &[]);
   assert_eq!(get(ch.addr, "/").text(), "ok");
-  assert!(ch.wait_log("hello-from-js { a: 1 }", Duration::from_secs(5)), "{}", ch.log());
-  assert!(ch.wait_log("bad-thing", Duration::from_secs(5)), "{}", ch.log());
+  assert!(
+    ch.wait_log("hello-from-js { a: 1 }", Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
+  assert!(
+    ch.wait_log("bad-thing", Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
 }
 
 #[test]
 fn keep_alive_serves_many_requests_on_one_connection() {
   let d = tmpdir("keepalive");
-  let f = write(&d, "w.js", "let n = 0; export default { fetch() { return new Response(String(++n)) } };");
+  let f = write(
+    &d,
+    "w.js",
+    "let n = 0; export default { fetch() { return new Response(String(++n)) } };",
+  );
   let ch = Cellhost::start(&f, &["--isolates", "1"]);
   let mut s = TcpStream::connect(ch.addr).unwrap();
   s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -140,11 +194,19 @@ fn keep_alive_serves_many_requests_on_one_connection() {
 fn streams_request_and_response_bodies() {
   let d = tmpdir("stream");
   // Echoes the body back through a stream, chunk by chunk, as it arrives.
-  let f = write(&d, "w.js", "export default { fetch(req) { return new Response(req.body) } };");
+  let f = write(
+    &d,
+    "w.js",
+    "export default { fetch(req) { return new Response(req.body) } };",
+  );
   let ch = Cellhost::start(&f, &[]);
   let mut s = TcpStream::connect(ch.addr).unwrap();
   s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-  write!(s, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n").unwrap();
+  write!(
+    s,
+    "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n"
+  )
+  .unwrap();
   s.flush().unwrap();
   // The first chunk comes back before the request body has ended.
   let mut got = Vec::new();
@@ -184,7 +246,11 @@ fn wait_until_work_finishes_after_the_response() {
   let ch = Cellhost::start(&f, &[]);
   assert_eq!(get(ch.addr, "/").text(), "early");
   assert!(!ch.log().contains("waitUntil done"));
-  assert!(ch.wait_log("waitUntil done 200", Duration::from_secs(5)), "{}", ch.log());
+  assert!(
+    ch.wait_log("waitUntil done 200", Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
 }
 
 #[test]
@@ -198,7 +264,14 @@ fn cpu_limit_ends_the_request_and_recycles_the_isolate() {
   let ch = Cellhost::start(&f, &["--isolates", "2", "--cpu-ms", "200"]);
   let spin = request(ch.addr, "GET", "/spin", &[], b"").unwrap();
   assert_eq!(spin.status, 500);
-  assert!(ch.wait_log("exceeded the CPU time limit of 200 ms", Duration::from_secs(5)), "{}", ch.log());
+  assert!(
+    ch.wait_log(
+      "exceeded the CPU time limit of 200 ms",
+      Duration::from_secs(5)
+    ),
+    "{}",
+    ch.log()
+  );
   // The process and the other requests are unharmed, on both isolates.
   for _ in 0..10 {
     let r = get(ch.addr, "/");
@@ -218,14 +291,22 @@ fn heap_limit_ends_the_request_and_recycles_the_isolate() {
   let ch = Cellhost::start(&f, &["--isolates", "1", "--memory-mb", "64"]);
   let hog = request(ch.addr, "GET", "/hog", &[], b"").unwrap();
   assert_eq!(hog.status, 500);
-  assert!(ch.wait_log("exceeded its heap limit of 64 MiB", Duration::from_secs(10)), "{}", ch.log());
+  assert!(
+    ch.wait_log("exceeded its heap limit of 64 MiB", Duration::from_secs(10)),
+    "{}",
+    ch.log()
+  );
   assert_eq!(get(ch.addr, "/").text(), "fine");
 }
 
 #[test]
 fn requests_spread_over_isolates() {
   let d = tmpdir("spread");
-  let f = write(&d, "w.js", "const id = crypto.randomUUID(); export default { fetch() { return new Response(id) } };");
+  let f = write(
+    &d,
+    "w.js",
+    "const id = crypto.randomUUID(); export default { fetch() { return new Response(id) } };",
+  );
   let ch = Cellhost::start(&f, &["--isolates", "2"]);
   let mut seen = std::collections::HashSet::new();
   for _ in 0..40 {
@@ -237,7 +318,11 @@ fn requests_spread_over_isolates() {
 #[test]
 fn rust_log_controls_tracing() {
   let d = tmpdir("rustlog");
-  let f = write(&d, "w.js", "export default { fetch() { console.log('quiet-please'); return new Response('ok') } };");
+  let f = write(
+    &d,
+    "w.js",
+    "export default { fetch() { console.log('quiet-please'); return new Response('ok') } };",
+  );
   let mut child = std::process::Command::new(cellhost_bin())
     .args(["run", f.to_str().unwrap(), "--listen", "127.0.0.1:0"])
     .env("RUST_LOG", "error")
@@ -246,8 +331,20 @@ fn rust_log_controls_tracing() {
     .spawn()
     .unwrap();
   let mut line = String::new();
-  std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
-  let addr = line.split("http://").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+  std::io::BufRead::read_line(
+    &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+    &mut line,
+  )
+  .unwrap();
+  let addr = line
+    .split("http://")
+    .nth(1)
+    .unwrap()
+    .split_whitespace()
+    .next()
+    .unwrap()
+    .parse()
+    .unwrap();
   assert_eq!(get(addr, "/").text(), "ok");
   std::thread::sleep(Duration::from_millis(200));
   child.kill().unwrap();

@@ -55,7 +55,11 @@ fn main() {
       continue;
     }
     let line = format!("  ({spec:?}, include_str!({path:?})),\n");
-    if is_js { js.push_str(&line) } else { esm.push_str(&line) }
+    if is_js {
+      js.push_str(&line)
+    } else {
+      esm.push_str(&line)
+    }
   }
   let mut code = String::new();
   writeln!(code, "{js}];\n{esm}];").unwrap();

@@ -10,7 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub fn repo_root() -> PathBuf {
-  Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+  Path::new(env!("CARGO_MANIFEST_DIR"))
+    .join("../..")
+    .canonicalize()
+    .unwrap()
 }
 
 pub fn cellhost_bin() -> PathBuf {
@@ -35,7 +38,10 @@ impl Cellhost {
       .arg(path)
       .args(["--listen", "127.0.0.1:0"])
       .args(extra)
-      .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+      .env(
+        "RUST_LOG",
+        std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+      )
       .stdout(Stdio::piped())
       .stderr(Stdio::piped())
       .spawn()
@@ -57,7 +63,11 @@ impl Cellhost {
       let mut rest = String::new();
       let _ = stdout.read_to_string(&mut rest);
     });
-    let Some(addr) = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()) else {
+    let Some(addr) = line
+      .split("http://")
+      .nth(1)
+      .and_then(|r| r.split_whitespace().next())
+    else {
       let _ = child.wait();
       std::thread::sleep(Duration::from_millis(100));
       return Err(format!("did not start: {line}{}", log.lock().unwrap()));
@@ -98,7 +108,8 @@ pub fn cellhost_fails(path: &Path) -> (Option<i32>, String) {
     .args(["--listen", "127.0.0.1:0"])
     .output()
     .unwrap();
-  let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+  let text =
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
   (out.status.code(), text)
 }
 
@@ -111,7 +122,11 @@ pub struct Resp {
 
 impl Resp {
   pub fn header(&self, name: &str) -> Option<&str> {
-    self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    self
+      .headers
+      .iter()
+      .find(|(k, _)| k.eq_ignore_ascii_case(name))
+      .map(|(_, v)| v.as_str())
   }
 
   pub fn text(&self) -> String {
@@ -141,7 +156,9 @@ pub fn request(
   s.write_all(body)?;
   let mut raw = Vec::new();
   s.read_to_end(&mut raw)?;
-  parse_response(&raw).ok_or_else(|| std::io::Error::other(format!("bad response: {:?}", String::from_utf8_lossy(&raw))))
+  parse_response(&raw).ok_or_else(|| {
+    std::io::Error::other(format!("bad response: {:?}", String::from_utf8_lossy(&raw)))
+  })
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Resp {
@@ -158,18 +175,25 @@ pub fn parse_response(raw: &[u8]) -> Option<Resp> {
     .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
     .collect();
   let mut body = raw[end + 4..].to_vec();
-  let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+  let chunked = headers
+    .iter()
+    .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
   if chunked {
     body = dechunk(&body)?;
   }
-  Some(Resp { status, headers, body })
+  Some(Resp {
+    status,
+    headers,
+    body,
+  })
 }
 
 fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
   let mut out = Vec::new();
   loop {
     let line_end = data.windows(2).position(|w| w == b"\r\n")?;
-    let size = usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
+    let size =
+      usize::from_str_radix(std::str::from_utf8(&data[..line_end]).ok()?.trim(), 16).ok()?;
     data = &data[line_end + 2..];
     if size == 0 {
       return Some(out);
@@ -180,7 +204,11 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
 }
 
 pub fn free_port() -> u16 {
-  TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+  TcpListener::bind("127.0.0.1:0")
+    .unwrap()
+    .local_addr()
+    .unwrap()
+    .port()
 }
 
 pub fn wait_port(addr: SocketAddr, timeout: Duration) -> bool {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cellhost_host::{WorkerSpec};
+use cellhost_host::WorkerSpec;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -29,7 +29,10 @@ pub fn load(path: &Path) -> anyhow::Result<Worker> {
   if path.is_dir() {
     from_dir(&path)
   } else {
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+      .file_stem()
+      .map(|s| s.to_string_lossy().into_owned())
+      .unwrap_or_default();
     spec(name, path, Map::new())
   }
 }
@@ -40,21 +43,32 @@ fn from_dir(dir: &Path) -> anyhow::Result<Worker> {
     let text = std::fs::read_to_string(&f)?;
     let cfg: WranglerConfig = toml::from_str(&text).with_context(|| format!("{}", f.display()))?;
     (f, cfg)
-  } else if let Some(f) =
-    ["wrangler.jsonc", "wrangler.json"].iter().map(|n| dir.join(n)).find(|f| f.exists())
+  } else if let Some(f) = ["wrangler.jsonc", "wrangler.json"]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|f| f.exists())
   {
     let text = std::fs::read_to_string(&f)?;
-    let cfg: WranglerConfig = serde_json::from_str(&strip_jsonc(&text))
-      .with_context(|| format!("{}", f.display()))?;
+    let cfg: WranglerConfig =
+      serde_json::from_str(&strip_jsonc(&text)).with_context(|| format!("{}", f.display()))?;
     (f, cfg)
   } else {
-    bail!("{}: no wrangler.toml, wrangler.jsonc or wrangler.json here", dir.display());
+    bail!(
+      "{}: no wrangler.toml, wrangler.jsonc or wrangler.json here",
+      dir.display()
+    );
   };
   let Some(main) = cfg.main else {
-    bail!("{}: `main` is missing (the Worker's entry file)", file.display());
+    bail!(
+      "{}: `main` is missing (the Worker's entry file)",
+      file.display()
+    );
   };
   if cfg.compatibility_date.is_none() {
-    tracing::warn!("{}: no compatibility_date; using today's behaviour", file.display());
+    tracing::warn!(
+      "{}: no compatibility_date; using today's behaviour",
+      file.display()
+    );
   }
   for flag in &cfg.compatibility_flags {
     tracing::debug!("compatibility flag {flag}");
@@ -75,7 +89,10 @@ fn spec(name: String, main: PathBuf, env: Map<String, Value>) -> anyhow::Result<
   let main = std::fs::canonicalize(&main).with_context(|| format!("main {}", main.display()))?;
   let source = std::fs::read_to_string(&main).with_context(|| format!("{}", main.display()))?;
   let format = WorkerSpec::detect_format(&source);
-  Ok(Worker { name, spec: WorkerSpec { main, format, env } })
+  Ok(Worker {
+    name,
+    spec: WorkerSpec { main, format, env },
+  })
 }
 
 /// `.dev.vars`: KEY=VALUE lines, `#` comments, optional quotes.
@@ -161,6 +178,13 @@ mod tests {
   #[test]
   fn dotenv_quotes_and_comments() {
     let v = parse_dotenv("# c\nA=1\nB=\"two words\"\nexport C='x'\n");
-    assert_eq!(v, vec![("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), "x".into())]);
+    assert_eq!(
+      v,
+      vec![
+        ("A".into(), "1".into()),
+        ("B".into(), "two words".into()),
+        ("C".into(), "x".into())
+      ]
+    );
   }
 }

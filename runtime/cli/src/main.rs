@@ -9,7 +9,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cellhost", version, about = "Run Cloudflare Workers on your own machines")]
+#[command(
+  name = "cellhost",
+  version,
+  about = "Run Cloudflare Workers on your own machines"
+)]
 struct Cli {
   #[command(subcommand)]
   command: Command,
@@ -59,9 +63,11 @@ fn main() {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
   let worker = config::load(&args.path)?;
-  let isolates = args
-    .isolates
-    .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+  let isolates = args.isolates.unwrap_or_else(|| {
+    std::thread::available_parallelism()
+      .map(|n| n.get())
+      .unwrap_or(1)
+  });
   let listeners = cellhost_server::Listeners::bind(args.listen, isolates)?;
   let opts = cellhost_host::PoolOptions {
     isolates,
@@ -70,7 +76,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   };
   let name = worker.name.clone();
   let _pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
-  println!("cellhost: serving {name} on http://{} ({isolates} isolates)", listeners.addr);
+  println!(
+    "cellhost: serving {name} on http://{} ({isolates} isolates)",
+    listeners.addr
+  );
   use std::io::Write;
   std::io::stdout().flush()?;
   loop {

@@ -58,7 +58,11 @@ pub struct Inbox {
 
 impl Inbox {
   pub fn new(rx: mpsc::UnboundedReceiver<HttpJob>) -> Self {
-    Inbox { rx: RefCell::new(rx), pending: Default::default(), next_id: Cell::new(1) }
+    Inbox {
+      rx: RefCell::new(rx),
+      pending: Default::default(),
+      next_id: Cell::new(1),
+    }
   }
 
   /// Requests handed to JavaScript and not yet answered.
@@ -71,7 +75,11 @@ impl Inbox {
   pub fn fail_in_flight(&self, reason: &str) {
     for (_, tx) in self.pending.borrow_mut().drain() {
       let body = ReplyBody::Error(reason.to_string());
-      let _ = tx.send(HttpReply { status: 500, headers: Vec::new(), body });
+      let _ = tx.send(HttpReply {
+        status: 500,
+        headers: Vec::new(),
+        body,
+      });
     }
   }
 
@@ -102,8 +110,7 @@ fn inbox(state: &OpState) -> Rc<Inbox> {
 pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>> {
   let inbox = inbox(&state.borrow());
   let mut buf = Vec::new();
-  let n =
-    std::future::poll_fn(|cx| inbox.rx.borrow_mut().poll_recv_many(cx, &mut buf, 128)).await;
+  let n = std::future::poll_fn(|cx| inbox.rx.borrow_mut().poll_recv_many(cx, &mut buf, 128)).await;
   if n == 0 {
     return None;
   }
@@ -114,8 +121,16 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
       let id = inbox.next_id.get();
       inbox.next_id.set(id.wrapping_add(1));
       inbox.pending.borrow_mut().insert(id, job.reply);
-      let body_rid = job.body.map(|b| state.resource_table.add(RequestBody::new(b)));
-      JsJob { id, method: job.method, url: job.url, headers: job.headers, body_rid }
+      let body_rid = job
+        .body
+        .map(|b| state.resource_table.add(RequestBody::new(b)));
+      JsJob {
+        id,
+        method: job.method,
+        url: job.url,
+        headers: job.headers,
+        body_rid,
+      }
     })
     .collect();
   Some(jobs)
@@ -129,7 +144,11 @@ pub fn op_cellhost_respond_text(
   #[scoped] headers: Vec<(ByteString, ByteString)>,
   #[string] body: String,
 ) {
-  let reply = HttpReply { status: status as u16, headers, body: ReplyBody::Full(body.into()) };
+  let reply = HttpReply {
+    status: status as u16,
+    headers,
+    body: ReplyBody::Full(body.into()),
+  };
   inbox(state).complete(id, reply);
 }
 
@@ -142,12 +161,23 @@ pub fn op_cellhost_respond_bytes(
   #[buffer(copy)] body: Bytes,
 ) {
   let body = ReplyBody::Full(body);
-  inbox(state).complete(id, HttpReply { status: status as u16, headers, body });
+  inbox(state).complete(
+    id,
+    HttpReply {
+      status: status as u16,
+      headers,
+      body,
+    },
+  );
 }
 
 #[op2(fast)]
 pub fn op_cellhost_respond_error(state: &mut OpState, #[smi] id: u32, #[string] message: String) {
-  let reply = HttpReply { status: 500, headers: Vec::new(), body: ReplyBody::Error(message) };
+  let reply = HttpReply {
+    status: 500,
+    headers: Vec::new(),
+    body: ReplyBody::Error(message),
+  };
   inbox(state).complete(id, reply);
 }
 
@@ -162,7 +192,14 @@ pub fn op_cellhost_respond_stream(
 ) -> Result<(), deno_core::error::ResourceError> {
   let resource = state.resource_table.take_any(rid)?;
   let (tx, rx) = mpsc::channel(4);
-  inbox(state).complete(id, HttpReply { status: status as u16, headers, body: ReplyBody::Stream(rx) });
+  inbox(state).complete(
+    id,
+    HttpReply {
+      status: status as u16,
+      headers,
+      body: ReplyBody::Stream(rx),
+    },
+  );
   deno_core::unsync::spawn(async move {
     loop {
       match resource.clone().read(64 * 1024).await {
@@ -191,7 +228,10 @@ struct RequestBody {
 
 impl RequestBody {
   fn new(body: Body) -> Self {
-    RequestBody { body: AsyncRefCell::new(body), leftover: RefCell::new(None) }
+    RequestBody {
+      body: AsyncRefCell::new(body),
+      leftover: RefCell::new(None),
+    }
   }
 }
 

@@ -48,11 +48,18 @@ impl IsolatePool {
       senders.push(tx);
       receivers.push(rx);
     }
-    let pool = IsolatePool { inboxes: Arc::new(senders) };
+    let pool = IsolatePool {
+      inboxes: Arc::new(senders),
+    };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     for (index, rx) in receivers.into_iter().enumerate() {
-      let (spec, opts, hook, pool, ready) =
-        (spec.clone(), opts.clone(), hook.clone(), pool.clone(), ready_tx.clone());
+      let (spec, opts, hook, pool, ready) = (
+        spec.clone(),
+        opts.clone(),
+        hook.clone(),
+        pool.clone(),
+        ready_tx.clone(),
+      );
       std::thread::Builder::new()
         .name(format!("cellhost-isolate-{index}"))
         .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool))?;
@@ -79,7 +86,9 @@ impl IsolatePool {
   /// Queues a request on isolate `index`; gives the job back if that thread
   /// is gone.
   pub fn dispatch(&self, index: usize, job: HttpJob) -> Result<(), HttpJob> {
-    self.inboxes[index % self.inboxes.len()].send(job).map_err(|e| e.0)
+    self.inboxes[index % self.inboxes.len()]
+      .send(job)
+      .map_err(|e| e.0)
   }
 }
 
@@ -92,7 +101,10 @@ fn thread_main(
   hook: ThreadHook,
   pool: IsolatePool,
 ) {
-  let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
   let local = tokio::task::LocalSet::new();
   local.block_on(&rt, async move {
     let watch = Watch::new();
@@ -142,7 +154,8 @@ async fn boot(
     ..Default::default()
   })
   .map_err(|e| format!("creating an isolate: {e}"))?;
-  js.lazy_init_extensions(set::runtime_args()).map_err(|e| e.to_string())?;
+  js.lazy_init_extensions(set::runtime_args())
+    .map_err(|e| e.to_string())?;
   {
     let state = js.op_state();
     let mut state = state.borrow_mut();
@@ -152,7 +165,10 @@ async fn boot(
   watch.set_isolate(js.v8_isolate().thread_safe_handle());
   let w = watch.clone();
   js.add_near_heap_limit_callback(move |current, _initial| {
-    w.kill(format!("the isolate exceeded its heap limit of {} MiB", heap >> 20));
+    w.kill(format!(
+      "the isolate exceeded its heap limit of {} MiB",
+      heap >> 20
+    ));
     // Headroom so the termination itself can run.
     current + (64 << 20)
   });
@@ -161,7 +177,10 @@ async fn boot(
     .map_err(|_| format!("{}: not an absolute path", spec.main.display()))?;
   let ns = match spec.format {
     Format::Module => {
-      let id = js.load_main_es_module(&url).await.map_err(|e| e.to_string())?;
+      let id = js
+        .load_main_es_module(&url)
+        .await
+        .map_err(|e| e.to_string())?;
       let eval = js.mod_evaluate(id);
       js.with_event_loop_future(eval, PollEventLoopOptions::default())
         .await
@@ -169,9 +188,10 @@ async fn boot(
       Some(js.get_module_namespace(id).map_err(|e| e.to_string())?)
     }
     Format::ServiceWorker => {
-      let code = std::fs::read_to_string(&spec.main)
-        .map_err(|e| format!("{}: {e}", spec.main.display()))?;
-      js.execute_script(url.to_string(), code).map_err(|e| e.to_string())?;
+      let code =
+        std::fs::read_to_string(&spec.main).map_err(|e| format!("{}: {e}", spec.main.display()))?;
+      js.execute_script(url.to_string(), code)
+        .map_err(|e| e.to_string())?;
       None
     }
   };
@@ -195,7 +215,10 @@ async fn boot(
     let config = v8::String::new(scope, &config).unwrap();
     (
       v8::Global::new(scope, f),
-      [v8::Global::new(scope, ns), v8::Global::new(scope, v8::Local::<v8::Value>::from(config))],
+      [
+        v8::Global::new(scope, ns),
+        v8::Global::new(scope, v8::Local::<v8::Value>::from(config)),
+      ],
     )
   };
   let call = js.call_with_args(&boot_fn, &args);

@@ -44,8 +44,16 @@ impl WorkerSpec {
   /// worker script.
   pub fn detect_format(source: &str) -> Format {
     const EXPORTS: [&str; 10] = [
-      "export default", "export {", "export{", "export *", "export const ", "export let ",
-      "export var ", "export function", "export class ", "export async ",
+      "export default",
+      "export {",
+      "export{",
+      "export *",
+      "export const ",
+      "export let ",
+      "export var ",
+      "export function",
+      "export class ",
+      "export async ",
     ];
     let import = source.lines().any(|l| {
       let l = l.trim_start();

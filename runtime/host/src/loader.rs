@@ -63,9 +63,8 @@ fn load(
       let path = specifier
         .to_file_path()
         .map_err(|_| JsErrorBox::generic(format!("bad file URL {specifier}")))?;
-      std::fs::read_to_string(&path).map_err(|e| {
-        JsErrorBox::generic(format!("Cannot load module {}: {e}", path.display()))
-      })?
+      std::fs::read_to_string(&path)
+        .map_err(|e| JsErrorBox::generic(format!("Cannot load module {}: {e}", path.display())))?
     }
     other => {
       return Err(JsErrorBox::type_error(format!(
@@ -78,5 +77,10 @@ fn load(
     _ if specifier.path().ends_with(".json") => ModuleType::Json,
     _ => ModuleType::JavaScript,
   };
-  Ok(ModuleSource::new(ty, ModuleSourceCode::String(code.into()), specifier, None))
+  Ok(ModuleSource::new(
+    ty,
+    ModuleSourceCode::String(code.into()),
+    specifier,
+    None,
+  ))
 }

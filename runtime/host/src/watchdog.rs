@@ -69,7 +69,10 @@ impl Watch {
 
   fn cpu_ns(&self) -> Option<u64> {
     let clock = (*self.clock.lock().unwrap())?;
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+      tv_sec: 0,
+      tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; a clock of an exited thread just errors.
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
@@ -117,13 +120,16 @@ fn run() {
         if epoch % 2 == 0 {
           continue; // idle
         }
-        let Some(cpu) = w.watch.cpu_ns() else { continue };
+        let Some(cpu) = w.watch.cpu_ns() else {
+          continue;
+        };
         if epoch != w.seen_epoch {
           w.seen_epoch = epoch;
           w.cpu_at_start = cpu;
         } else if cpu.saturating_sub(w.cpu_at_start) >= w.cpu_limit_ns {
           let ms = w.cpu_limit_ns / 1_000_000;
-          w.watch.kill(format!("a request exceeded the CPU time limit of {ms} ms"));
+          w.watch
+            .kill(format!("a request exceeded the CPU time limit of {ms} ms"));
         }
       }
       tick

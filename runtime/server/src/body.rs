@@ -32,13 +32,18 @@ impl Body for ReplyStream {
     cx: &mut Context<'_>,
   ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
     match self.get_mut() {
-      ReplyStream::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
+      ReplyStream::Full(b) => Poll::Ready(
+        b.take()
+          .filter(|b| !b.is_empty())
+          .map(|b| Ok(Frame::data(b))),
+      ),
       ReplyStream::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|r| r.map(Frame::data))),
     }
   }
 
   fn is_end_stream(&self) -> bool {
-    matches!(self, ReplyStream::Full(None)) || matches!(self, ReplyStream::Full(Some(b)) if b.is_empty())
+    matches!(self, ReplyStream::Full(None))
+      || matches!(self, ReplyStream::Full(Some(b)) if b.is_empty())
   }
 
   fn size_hint(&self) -> SizeHint {

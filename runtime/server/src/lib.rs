@@ -36,21 +36,30 @@ impl Listeners {
       let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
       s.set_reuse_address(true)?;
       s.set_reuse_port(true)?;
-      s.bind(&addr.into()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+      s.bind(&addr.into())
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
       s.listen(1024)?;
       s.set_nonblocking(true)?;
       let l: TcpListener = s.into();
       addr = l.local_addr()?;
       sockets.push(Some(l));
     }
-    Ok(Arc::new(Listeners { addr, sockets: Mutex::new(sockets) }))
+    Ok(Arc::new(Listeners {
+      addr,
+      sockets: Mutex::new(sockets),
+    }))
   }
 
   /// The per-thread hook that serves HTTP on isolate thread `index`.
   pub fn hook(self: &Arc<Self>) -> ThreadHook {
     let this = self.clone();
     Arc::new(move |index, pool| {
-      let std = this.sockets.lock().unwrap().get_mut(index).and_then(Option::take);
+      let std = this
+        .sockets
+        .lock()
+        .unwrap()
+        .get_mut(index)
+        .and_then(Option::take);
       Box::pin(async move {
         let Some(std) = std else { return };
         let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
@@ -95,7 +104,11 @@ async fn handle(
     .get(http::header::HOST)
     .and_then(|h| h.to_str().ok())
     .unwrap_or("localhost");
-  let path = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+  let path = parts
+    .uri
+    .path_and_query()
+    .map(|p| p.as_str())
+    .unwrap_or("/");
   let url = format!("http://{host}{path}");
   let headers = parts
     .headers
@@ -104,7 +117,13 @@ async fn handle(
     .collect();
   let body = (!body.is_end_stream()).then(|| body.map_err(|e| e.into()).boxed_unsync());
   let (tx, rx) = oneshot::channel();
-  let job = HttpJob { method: parts.method.to_string(), url, headers, body, reply: tx };
+  let job = HttpJob {
+    method: parts.method.to_string(),
+    url,
+    headers,
+    body,
+    reply: tx,
+  };
   if pool.dispatch(index, job).is_err() {
     return Ok(error_response("the isolate thread is gone"));
   }
@@ -122,7 +141,8 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
     ReplyBody::Error(reason) => return error_response(&reason),
   };
   let mut res = Response::new(body);
-  *res.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+  *res.status_mut() =
+    StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
   let headers = res.headers_mut();
   for (k, v) in reply.headers {
     if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(&k), HeaderValue::from_bytes(&v)) {
@@ -136,7 +156,9 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
 /// answers; the reason is in the log, not in the response.
 fn error_response(reason: &str) -> Response<ReplyStream> {
   tracing::debug!("500: {reason}");
-  let mut res = Response::new(ReplyStream::full(Bytes::from_static(b"Internal Server Error")));
+  let mut res = Response::new(ReplyStream::full(Bytes::from_static(
+    b"Internal Server Error",
+  )));
   *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
   res
 }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Hello-world throughput: workerd and cellhost serve examples/hello in turn and
+# are driven by the same wrk load; prints req/s, p50/p99 latency, resident
+# memory at idle and under load, and the cellhost/workerd ratios.
+#   bash bench/hello.sh [seconds] [connections]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+conns=${2:-64}
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+[ -x tests/node_modules/.bin/workerd ] || npm ci --prefix tests --no-audit --no-fund --loglevel=error
+cargo build --release -q -p cellhost
+out=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
+
+wport=$((20000 + RANDOM % 10000)); cport=$((wport + 1))
+cp examples/hello/worker.js "$out/worker.js"
+cat > "$out/config.capnp" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "hello", worker = .w)],
+  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "hello")]);
+const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
+  compatibilityDate = "2026-11-01", bindings = [(name = "GREETING", text = "cellhost")]);
+CAPNP
+
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# Sum of RSS over a process and its children (cellhost is one process).
+wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return 0; sleep 0.1; done; return 1; }
+
+run_one() { # name port pid
+  local name=$1 port=$2 pid=$3
+  wait_up "$port"
+  for _ in $(seq 200); do curl -s "http://127.0.0.1:$port/" >/dev/null; done   # warm up
+  sleep 1
+  local idle; idle=$(rss_kb "$pid")
+  local peak=0
+  ( while sleep 0.5; do r=$(rss_kb "$pid" 2>/dev/null || echo 0); echo "$r"; done ) > "$out/$name.rss" &
+  local sampler=$!
+  wrk -t2 -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/" > "$out/$name.wrk"
+  kill $sampler 2>/dev/null || true
+  peak=$(sort -n "$out/$name.rss" | tail -1)
+  local rps p50 p99
+  rps=$(awk '/Requests\/sec/ {print $2}' "$out/$name.wrk")
+  p50=$(awk '$1=="50%" {print $2}' "$out/$name.wrk")
+  p99=$(awk '$1=="99%" {print $2}' "$out/$name.wrk")
+  echo "$name $rps $p50 $p99 $idle $peak" >> "$out/results"
+}
+
+tests/node_modules/.bin/workerd serve "$out/config.capnp" >/dev/null 2>&1 &
+wpid=$!
+run_one workerd "$wport" "$wpid"
+kill $wpid; wait $wpid 2>/dev/null || true
+
+RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+cpid=$!
+run_one cellhost "$cport" "$cpid"
+kill $cpid; wait $cpid 2>/dev/null || true
+
+to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'; }
+echo "hello world, wrk -t2 -c$conns -d${secs}s, $(nproc) cores"
+printf "%-9s %12s %9s %9s %11s %11s\n" runtime "req/s" "p50 ms" "p99 ms" "idle RSS MB" "load RSS MB"
+while read -r name rps p50 p99 idle peak; do
+  printf "%-9s %12.0f %9.2f %9.2f %11.1f %11.1f\n" "$name" "$rps" "$(to_ms "$p50")" "$(to_ms "$p99")" "$(echo "$idle/1024" | bc -l)" "$(echo "$peak/1024" | bc -l)"
+done < "$out/results"
+read -r _ wr wp50 wp99 wi wpk < <(grep '^workerd' "$out/results")
+read -r _ cr cp50 cp99 ci cpk < <(grep '^cellhost' "$out/results")
+printf "ratio cellhost/workerd: req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
+  "$(echo "$cr/$wr" | bc -l)" "$(echo "$(to_ms "$cp99")/$(to_ms "$wp99")" | bc -l)" \
+  "$(echo "$ci/$wi" | bc -l)" "$(echo "$cpk/$wpk" | bc -l)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite. .ci/run calls exactly this; so does the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Offline machines: put the prebuilt V8 archive where cargo looks (a no-op
+# elsewhere and when it is already there).
+if [ -f ../shared/v8/install.sh ]; then bash ../shared/v8/install.sh; fi
+
+# The reference runtime for the differential tests, pinned in tests/package.json.
+npm ci --prefix tests --no-audit --no-fund --loglevel=error
+
+cargo test --workspace --all-targets
