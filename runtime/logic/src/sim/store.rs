@@ -1,0 +1,227 @@
+//! The simulated bucket: linearizable, with conditional create, compare-and-
+//! swap, plain put, delete, get and list. Each operation takes effect at one
+//! instant (its `Apply` event); the faults — latency, reordering, lost
+//! answers, outages — live in how requests reach it and answers come back
+//! (see `super::World::send`), never in the store itself, which is as
+//! correct as the stores celld qualifies.
+//!
+//! Keys are structured instead of strings to keep seeds fast: `own.json` per
+//! cell, `nodes/<node>.json` per node, and the LTX objects per cell, epoch
+//! and TXID (level 0 only: the simulator does not compact).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::lease::NodeLease;
+use crate::own::OwnRecord;
+use crate::restore::LtxKey;
+use crate::{ReadResult, StoreError, Token, WriteAnswer};
+
+/// A writer identity: node index and process incarnation.
+pub type Writer = (usize, u32);
+
+/// One LTX object: the whole state at TXID 1, else one write.
+#[derive(Clone, Debug)]
+pub struct LtxObj {
+  pub content: Rc<Vec<u64>>,
+  pub writer: Writer,
+}
+
+/// A cell's LTX objects and their contents, as one LIST-and-GET answer. The
+/// objects are immutable under a correct protocol (one writer per epoch,
+/// identical retries), so reading them at the listing instant is the same as
+/// reading them one by one afterwards.
+pub type Listing = Rc<Vec<(LtxKey, Rc<Vec<u64>>)>>;
+
+#[derive(Clone, Debug)]
+pub enum Op {
+  GetOwn(usize),
+  CreateOwn(usize, OwnRecord),
+  CasOwn(usize, OwnRecord, Token),
+  /// An unconditional write of `own.json`: only a broken variant does this.
+  PutOwn(usize, OwnRecord),
+  GetLease(usize),
+  CreateLease(usize, NodeLease),
+  CasLease(usize, NodeLease, Token),
+  DeleteLease(usize),
+  PutLtx { cell: usize, epoch: u64, txid: u64, content: Rc<Vec<u64>> },
+  ListLtx(usize),
+}
+
+impl Op {
+  /// The answer a caller sees when the request or its answer is lost.
+  pub fn failed(&self) -> Answer {
+    let e = || StoreError("request timed out".into());
+    match self {
+      Op::GetOwn(_) => Answer::Own(Err(e())),
+      Op::GetLease(_) => Answer::Lease(Err(e())),
+      Op::ListLtx(_) => Answer::List(Err(e())),
+      _ => Answer::Write(WriteAnswer::Ambiguous),
+    }
+  }
+}
+
+#[derive(Clone, Debug)]
+pub enum Answer {
+  Own(ReadResult<OwnRecord>),
+  Lease(ReadResult<NodeLease>),
+  Write(WriteAnswer),
+  List(Result<Listing, StoreError>),
+}
+
+/// What an applied write of `own.json` did, for the checkers.
+pub struct OwnChange {
+  pub cell: usize,
+  pub before: Option<OwnRecord>,
+  pub after: OwnRecord,
+}
+
+#[derive(Default)]
+pub struct Store {
+  own: Vec<Option<(OwnRecord, Token)>>,
+  leases: Vec<Option<(NodeLease, Token)>>,
+  pub ltx: BTreeMap<(usize, u64, u64), LtxObj>,
+  version: u64,
+}
+
+impl Store {
+  pub fn new(cells: usize, nodes: usize) -> Self {
+    Store { own: vec![None; cells], leases: vec![None; nodes + 1], ..Default::default() }
+  }
+
+  fn token(&mut self) -> Token {
+    self.version += 1;
+    Token(self.version.to_string())
+  }
+
+  pub fn own(&self, cell: usize) -> Option<&(OwnRecord, Token)> {
+    self.own[cell].as_ref()
+  }
+
+  pub fn lease(&self, node: usize) -> Option<&(NodeLease, Token)> {
+    self.leases[node].as_ref()
+  }
+
+  /// Performs `op` now. Returns the answer and, for an applied write of
+  /// `own.json`, the change.
+  pub fn apply(&mut self, op: &Op, writer: Writer) -> (Answer, Option<OwnChange>) {
+    match op {
+      Op::GetOwn(c) => (Answer::Own(Ok(self.own[*c].clone())), None),
+      Op::CreateOwn(c, r) => {
+        if self.own[*c].is_some() {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        self.put_own(*c, r)
+      }
+      Op::CasOwn(c, r, t) => {
+        if self.own[*c].as_ref().map(|(_, v)| v) != Some(t) {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        self.put_own(*c, r)
+      }
+      Op::PutOwn(c, r) => self.put_own(*c, r),
+      Op::GetLease(n) => (Answer::Lease(Ok(self.leases[*n].clone())), None),
+      Op::CreateLease(n, l) => {
+        if self.leases[*n].is_some() {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        (self.put_lease(*n, l), None)
+      }
+      Op::CasLease(n, l, t) => {
+        if self.leases[*n].as_ref().map(|(_, v)| v) != Some(t) {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        (self.put_lease(*n, l), None)
+      }
+      Op::DeleteLease(n) => {
+        self.leases[*n] = None;
+        (Answer::Write(WriteAnswer::Applied(Token(String::new()))), None)
+      }
+      Op::PutLtx { cell, epoch, txid, content } => {
+        let obj = LtxObj { content: content.clone(), writer };
+        self.ltx.insert((*cell, *epoch, *txid), obj);
+        let t = self.token();
+        (Answer::Write(WriteAnswer::Applied(t)), None)
+      }
+      Op::ListLtx(c) => (Answer::List(Ok(self.list(*c))), None),
+    }
+  }
+
+  fn put_own(&mut self, c: usize, r: &OwnRecord) -> (Answer, Option<OwnChange>) {
+    let t = self.token();
+    let before = self.own[c].replace((r.clone(), t.clone())).map(|(r, _)| r);
+    let change = OwnChange { cell: c, before, after: r.clone() };
+    (Answer::Write(WriteAnswer::Applied(t)), Some(change))
+  }
+
+  fn put_lease(&mut self, n: usize, l: &NodeLease) -> Answer {
+    let t = self.token();
+    self.leases[n] = Some((l.clone(), t.clone()));
+    Answer::Write(WriteAnswer::Applied(t))
+  }
+
+  /// Every LTX object of `cell`, in key order.
+  pub fn list(&self, cell: usize) -> Listing {
+    let objs = self
+      .ltx
+      .range((cell, 0, 0)..(cell + 1, 0, 0))
+      .map(|(&(_, e, t), o)| (LtxKey::l0(e, t), o.content.clone()))
+      .collect();
+    Rc::new(objs)
+  }
+}
+
+/// The state a restore of `chain` yields from `listing`: the snapshot, then
+/// each following write.
+pub fn materialize(listing: &Listing, chain: &crate::restore::Chain) -> Vec<u64> {
+  let mut db = Vec::new();
+  for k in &chain.keys {
+    let (_, content) = listing.iter().find(|(lk, _)| lk == k).expect("chain keys come from the listing");
+    if k.min_txid == 1 {
+      db.clear();
+    }
+    db.extend_from_slice(content);
+  }
+  db
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn conditional_writes() {
+    let mut s = Store::new(1, 1);
+    let r1 = OwnRecord::owned("a", 1);
+    let (a, ch) = s.apply(&Op::CreateOwn(0, r1.clone()), (0, 0));
+    let Answer::Write(WriteAnswer::Applied(t1)) = a else { panic!() };
+    assert!(ch.unwrap().before.is_none());
+    let (a, _) = s.apply(&Op::CreateOwn(0, r1.clone()), (0, 0));
+    assert!(matches!(a, Answer::Write(WriteAnswer::Rejected)));
+    let r2 = OwnRecord::owned("b", 2);
+    let (a, ch) = s.apply(&Op::CasOwn(0, r2.clone(), t1.clone()), (1, 0));
+    assert!(matches!(a, Answer::Write(WriteAnswer::Applied(_))));
+    assert_eq!(ch.unwrap().before, Some(r1));
+    let (a, _) = s.apply(&Op::CasOwn(0, OwnRecord::owned("c", 3), t1), (2, 0));
+    assert!(matches!(a, Answer::Write(WriteAnswer::Rejected)));
+    assert_eq!(s.own(0).unwrap().0, r2);
+  }
+
+  #[test]
+  fn listing_and_materializing() {
+    let mut s = Store::new(2, 1);
+    let put = |s: &mut Store, cell, epoch, txid, v: Vec<u64>| {
+      s.apply(&Op::PutLtx { cell, epoch, txid, content: Rc::new(v) }, (0, 0));
+    };
+    put(&mut s, 0, 1, 1, vec![10]);
+    put(&mut s, 0, 1, 2, vec![11]);
+    put(&mut s, 0, 2, 1, vec![10, 11, 12]);
+    put(&mut s, 0, 2, 2, vec![13]);
+    put(&mut s, 1, 1, 1, vec![99]);
+    let l = s.list(0);
+    assert_eq!(l.len(), 4);
+    let keys: Vec<LtxKey> = l.iter().map(|(k, _)| *k).collect();
+    let chain = crate::restore::restore_chain(&keys).unwrap();
+    assert_eq!(materialize(&l, &chain), vec![10, 11, 12, 13]);
+  }
+}
