@@ -4,6 +4,8 @@
 // otherwise).
 import { core, primordials } from "ext:core/mod.js";
 import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+import { makeNamespace } from "ext:cellhost/30_durable_objects.js";
+import { dispatchActor, setupActors } from "ext:cellhost/40_cell.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -100,6 +102,19 @@ class ExecutionContext {
 export function boot(ns, configJson) {
   const config = JSONParse(configJson);
   const env = config.env;
+  const actors = [];
+  for (let i = 0; i < config.durableObjects.length; i++) {
+    const d = config.durableObjects[i];
+    const cls = ns?.[d.className];
+    if (typeof cls !== "function") {
+      throw new Error(
+        `${config.main}: Durable Object class "${d.className}" (binding ${d.binding}) is not exported by the Worker`,
+      );
+    }
+    actors.push({ cls, className: d.className, uniqueKey: d.uniqueKey, sqlite: d.sqlite });
+    env[d.binding] = makeNamespace(i);
+  }
+  setupActors(actors, env);
   if (ns === null) {
     for (const k in env) globalThis[k] = env[k];
     worker = { kind: "script", env };
@@ -127,11 +142,15 @@ async function runLoop() {
   while (true) {
     const jobs = await op_cellhost_next();
     if (jobs === null) return;
-    for (let i = 0; i < jobs.length; i++) handle(jobs[i]);
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[i];
+      if (job.actor === null) handle(job);
+      else dispatchActor(job);
+    }
   }
 }
 
-function makeRequest(job) {
+export function makeRequest(job) {
   const { method, url, headers: headerList, bodyRid } = job;
   const body = bodyRid === null
     ? null
@@ -203,7 +222,12 @@ async function handle(job) {
   }
 }
 
-function respond(id, response) {
+export function respond(id, response) {
+  if (!ObjectPrototypeIsPrototypeOf(ResponsePrototype, response)) {
+    throw new TypeError(
+      "Incorrect type for Promise: the Promise did not resolve to 'Response'.",
+    );
+  }
   // new Response("text") keeps its body unencoded; send it as is.
   const fastStatus = response[serveFastStatusKey];
   if (fastStatus !== 0 && !response.bodyUsed) {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cellhost_host::WorkerSpec;
+use cellhost_host::{Namespace, WorkerSpec};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -22,22 +22,91 @@ struct WranglerConfig {
   compatibility_date: Option<String>,
   compatibility_flags: Vec<String>,
   vars: Map<String, Value>,
+  durable_objects: DurableObjects,
+  migrations: Vec<Migration>,
 }
 
-pub fn load(path: &Path) -> anyhow::Result<Worker> {
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct DurableObjects {
+  bindings: Vec<DoBinding>,
+}
+
+#[derive(Deserialize)]
+struct DoBinding {
+  name: String,
+  class_name: String,
+  script_name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Migration {
+  tag: Option<String>,
+  new_classes: Vec<String>,
+  new_sqlite_classes: Vec<String>,
+  renamed_classes: Vec<Value>,
+  deleted_classes: Vec<Value>,
+  transferred_classes: Vec<Value>,
+}
+
+/// Checks bindings against migrations: which classes are SQLite-backed, and
+/// the migrations cellhost refuses (renames, deletes, transfers).
+fn namespaces(
+  file: &Path,
+  script: &str,
+  cfg_do: &DurableObjects,
+  migrations: &[Migration],
+) -> anyhow::Result<Vec<Namespace>> {
+  let mut sqlite = Vec::new();
+  let mut kv = Vec::new();
+  for m in migrations {
+    let tag = m.tag.as_deref().unwrap_or("(untagged)");
+    for (what, list) in [
+      ("renamed_classes", &m.renamed_classes),
+      ("deleted_classes", &m.deleted_classes),
+      ("transferred_classes", &m.transferred_classes),
+    ] {
+      if !list.is_empty() {
+        bail!("{}: migration {tag} uses {what}, which cellhost does not support yet", file.display());
+      }
+    }
+    sqlite.extend(m.new_sqlite_classes.iter().cloned());
+    kv.extend(m.new_classes.iter().cloned());
+  }
+  let mut out = Vec::new();
+  for b in &cfg_do.bindings {
+    if let Some(s) = &b.script_name {
+      bail!(
+        "{}: durable_objects binding {} names script_name = {s:?}; Durable Objects of another Worker are not supported by cellhost yet",
+        file.display(),
+        b.name
+      );
+    }
+    let is_sqlite = sqlite.contains(&b.class_name);
+    if !is_sqlite && !kv.contains(&b.class_name) {
+      tracing::warn!(
+        "{}: class {} has no migration; treating it as a KV-only (new_classes) class",
+        file.display(),
+        b.class_name
+      );
+    }
+    out.push(Namespace::new(&b.name, &b.class_name, script, is_sqlite));
+  }
+  Ok(out)
+}
+
+pub fn load(path: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   let path = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
   if path.is_dir() {
-    from_dir(&path)
+    from_dir(&path, data_dir)
   } else {
-    let name = path
-      .file_stem()
-      .map(|s| s.to_string_lossy().into_owned())
-      .unwrap_or_default();
-    spec(name, path, Map::new())
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    spec(name, path, Map::new(), Vec::new(), data_dir)
   }
 }
 
-fn from_dir(dir: &Path) -> anyhow::Result<Worker> {
+fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   let (file, cfg) = if dir.join("wrangler.toml").exists() {
     let f = dir.join("wrangler.toml");
     let text = std::fs::read_to_string(&f)?;
@@ -74,6 +143,7 @@ fn from_dir(dir: &Path) -> anyhow::Result<Worker> {
     tracing::debug!("compatibility flag {flag}");
   }
   let name = cfg.name.unwrap_or_else(|| "worker".into());
+  let dos = namespaces(&file, &name, &cfg.durable_objects, &cfg.migrations)?;
   let mut env = cfg.vars;
   let dev_vars = dir.join(".dev.vars");
   if dev_vars.exists() {
@@ -82,17 +152,24 @@ fn from_dir(dir: &Path) -> anyhow::Result<Worker> {
       env.insert(k, Value::String(v));
     }
   }
-  spec(name, dir.join(main), env)
+  spec(name, dir.join(main), env, dos, data_dir)
 }
 
-fn spec(name: String, main: PathBuf, env: Map<String, Value>) -> anyhow::Result<Worker> {
+fn spec(
+  name: String,
+  main: PathBuf,
+  env: Map<String, Value>,
+  durable_objects: Vec<Namespace>,
+  data_dir: &Path,
+) -> anyhow::Result<Worker> {
   let main = std::fs::canonicalize(&main).with_context(|| format!("main {}", main.display()))?;
   let source = std::fs::read_to_string(&main).with_context(|| format!("{}", main.display()))?;
   let format = WorkerSpec::detect_format(&source);
-  Ok(Worker {
-    name,
-    spec: WorkerSpec { main, format, env },
-  })
+  if format == cellhost_host::Format::ServiceWorker && !durable_objects.is_empty() {
+    bail!("{}: Durable Objects need a module Worker (export the classes)", main.display());
+  }
+  let data_dir = data_dir.to_path_buf();
+  Ok(Worker { name, spec: WorkerSpec { main, format, env, durable_objects, data_dir } })
 }
 
 /// `.dev.vars`: KEY=VALUE lines, `#` comments, optional quotes.

@@ -41,6 +41,9 @@ struct RunArgs {
   /// Heap limit of one isolate, in MiB.
   #[arg(long, default_value_t = 128)]
   memory_mb: usize,
+  /// Where Durable Objects keep their SQLite files.
+  #[arg(long, default_value = ".cellhost")]
+  data: PathBuf,
 }
 
 fn main() {
@@ -62,7 +65,7 @@ fn main() {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
-  let worker = config::load(&args.path)?;
+  let worker = config::load(&args.path, &args.data)?;
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())

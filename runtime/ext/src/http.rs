@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use deno_core::convert::ByteString;
+use deno_core::convert::{ByteString, Uint8Array};
 use deno_core::{
   AsyncRefCell, AsyncResult, BufView, OpState, RcRef, Resource, ResourceId, ToV8, op2,
 };
@@ -23,8 +23,39 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A request body as it reaches an isolate.
 pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 
+/// Work for an isolate: an HTTP request (to the Worker or to a Durable
+/// Object it hosts) or an RPC call to a Durable Object.
+pub enum Job {
+  Http(HttpJob),
+  Rpc(RpcJob),
+}
+
+/// A Durable Object a job is for.
+#[derive(Clone, Debug)]
+pub struct ActorTarget {
+  pub ns: u32,
+  pub id: String,
+  pub name: Option<String>,
+}
+
+/// `stub.method(...args)`: arguments and result in V8 serialization.
+pub struct RpcJob {
+  pub target: ActorTarget,
+  pub method: String,
+  pub args: Vec<u8>,
+  pub reply: oneshot::Sender<RpcReply>,
+}
+
+/// An RPC result: the serialized value, or (not ok) the error as JSON.
+pub struct RpcReply {
+  pub ok: bool,
+  pub payload: Vec<u8>,
+}
+
 /// One HTTP request for an isolate to answer.
 pub struct HttpJob {
+  /// Set when the request is `stub.fetch()` to a Durable Object.
+  pub actor: Option<ActorTarget>,
   pub method: String,
   pub url: String,
   pub headers: Vec<(ByteString, ByteString)>,
@@ -51,57 +82,144 @@ pub enum ReplyBody {
 /// Lives in the isolate's `OpState`; dropping it (isolate recycled) drops the
 /// reply senders, which the server turns into 500s.
 pub struct Inbox {
-  rx: RefCell<mpsc::UnboundedReceiver<HttpJob>>,
+  rx: RefCell<mpsc::UnboundedReceiver<Job>>,
   pending: RefCell<HashMap<u32, oneshot::Sender<HttpReply>>>,
+  pending_rpc: RefCell<HashMap<u32, oneshot::Sender<RpcReply>>>,
+  /// Replies waiting for the end-of-turn commit (the output gate).
+  held: RefCell<Vec<Held>>,
   next_id: Cell<u32>,
 }
 
+enum Held {
+  Http(u32, HttpReply),
+  Rpc(u32, RpcReply),
+}
+
 impl Inbox {
-  pub fn new(rx: mpsc::UnboundedReceiver<HttpJob>) -> Self {
+  pub fn new(rx: mpsc::UnboundedReceiver<Job>) -> Self {
     Inbox {
       rx: RefCell::new(rx),
       pending: Default::default(),
+      pending_rpc: Default::default(),
+      held: Default::default(),
       next_id: Cell::new(1),
     }
   }
 
   /// Requests handed to JavaScript and not yet answered.
   pub fn in_flight(&self) -> usize {
-    self.pending.borrow().len()
+    self.pending.borrow().len() + self.pending_rpc.borrow().len()
   }
 
   /// Fails every request handed to JavaScript and not yet answered (the
   /// isolate is being recycled).
   pub fn fail_in_flight(&self, reason: &str) {
+    self.held.borrow_mut().clear();
     for (_, tx) in self.pending.borrow_mut().drain() {
       let body = ReplyBody::Error(reason.to_string());
-      let _ = tx.send(HttpReply {
-        status: 500,
-        headers: Vec::new(),
-        body,
-      });
+      let _ = tx.send(HttpReply { status: 500, headers: Vec::new(), body });
+    }
+    for (_, tx) in self.pending_rpc.borrow_mut().drain() {
+      let _ = tx.send(RpcReply { ok: false, payload: error_json(reason, false) });
     }
   }
 
-  fn complete(&self, id: u32, reply: HttpReply) {
+  /// Sends the replies the output gate held, now that the writes they could
+  /// reveal are committed; `failed` turns them into errors instead.
+  pub fn release_held(&self, failed: Option<&str>) {
+    if self.held.borrow().is_empty() {
+      return;
+    }
+    let held = std::mem::take(&mut *self.held.borrow_mut());
+    for h in held {
+      match (h, failed) {
+        (Held::Http(id, reply), None) => self.send_http(id, reply),
+        (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
+        (Held::Http(id, _), Some(reason)) => {
+          let body = ReplyBody::Error(reason.to_string());
+          self.send_http(id, HttpReply { status: 500, headers: Vec::new(), body })
+        }
+        (Held::Rpc(id, _), Some(reason)) => {
+          self.send_rpc(id, RpcReply { ok: false, payload: error_json(reason, true) })
+        }
+      }
+    }
+  }
+
+  fn send_http(&self, id: u32, reply: HttpReply) {
     if let Some(tx) = self.pending.borrow_mut().remove(&id) {
       // The client may have gone away; nothing to do then.
       let _ = tx.send(reply);
     }
   }
+
+  fn send_rpc(&self, id: u32, reply: RpcReply) {
+    if let Some(tx) = self.pending_rpc.borrow_mut().remove(&id) {
+      let _ = tx.send(reply);
+    }
+  }
+
+  fn complete(&self, id: u32, reply: HttpReply, gated: bool) {
+    if gated {
+      self.held.borrow_mut().push(Held::Http(id, reply));
+    } else {
+      self.send_http(id, reply);
+    }
+  }
+
+  pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, gated: bool) {
+    if gated {
+      self.held.borrow_mut().push(Held::Rpc(id, reply));
+    } else {
+      self.send_rpc(id, reply);
+    }
+  }
+}
+
+/// An error as it crosses to an RPC caller (see js/30_durable_objects.js).
+fn error_json(message: &str, reset: bool) -> Vec<u8> {
+  let mut v = serde_json::json!({"name": "Error", "message": message});
+  if reset {
+    v["durableObjectReset"] = true.into();
+  }
+  v.to_string().into_bytes()
 }
 
 #[derive(ToV8)]
 pub struct JsJob {
   id: u32,
+  /// "http" or "rpc".
+  kind: &'static str,
+  /// The HTTP method, or the RPC method name.
   method: String,
-  url: String,
-  headers: Vec<(ByteString, ByteString)>,
+  url: Option<String>,
+  headers: Option<Vec<(ByteString, ByteString)>>,
   body_rid: Option<ResourceId>,
+  args: Option<Uint8Array>,
+  actor: Option<JsActor>,
 }
 
-fn inbox(state: &OpState) -> Rc<Inbox> {
+#[derive(ToV8)]
+pub struct JsActor {
+  ns: u32,
+  id: String,
+  name: Option<String>,
+}
+
+impl From<ActorTarget> for JsActor {
+  fn from(t: ActorTarget) -> Self {
+    JsActor { ns: t.ns, id: t.id, name: t.name }
+  }
+}
+
+pub(crate) fn inbox(state: &OpState) -> Rc<Inbox> {
   state.borrow::<Rc<Inbox>>().clone()
+}
+
+/// The output gate: while this turn has uncommitted writes, output waits
+/// for the end-of-turn commit.
+pub(crate) fn gated(state: &OpState) -> bool {
+  state.try_borrow::<crate::cell::Cells>().is_some_and(|c| c.has_pending_writes())
 }
 
 /// Waits for the next requests; returns every queued one at once so a busy
@@ -120,16 +238,34 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
     .map(|job| {
       let id = inbox.next_id.get();
       inbox.next_id.set(id.wrapping_add(1));
-      inbox.pending.borrow_mut().insert(id, job.reply);
-      let body_rid = job
-        .body
-        .map(|b| state.resource_table.add(RequestBody::new(b)));
-      JsJob {
-        id,
-        method: job.method,
-        url: job.url,
-        headers: job.headers,
-        body_rid,
+      match job {
+        Job::Http(job) => {
+          inbox.pending.borrow_mut().insert(id, job.reply);
+          let body_rid = job.body.map(|b| state.resource_table.add(RequestBody::new(b)));
+          JsJob {
+            id,
+            kind: "http",
+            method: job.method,
+            url: Some(job.url),
+            headers: Some(job.headers),
+            body_rid,
+            args: None,
+            actor: job.actor.map(JsActor::from),
+          }
+        }
+        Job::Rpc(job) => {
+          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
+          JsJob {
+            id,
+            kind: "rpc",
+            method: job.method,
+            url: None,
+            headers: None,
+            body_rid: None,
+            args: Some(job.args.into()),
+            actor: Some(job.target.into()),
+          }
+        }
       }
     })
     .collect();
@@ -144,12 +280,7 @@ pub fn op_cellhost_respond_text(
   #[scoped] headers: Vec<(ByteString, ByteString)>,
   #[string] body: String,
 ) {
-  let reply = HttpReply {
-    status: status as u16,
-    headers,
-    body: ReplyBody::Full(body.into()),
-  };
-  inbox(state).complete(id, reply);
+  respond(state, id, status, headers, ReplyBody::Full(body.into()));
 }
 
 #[op2]
@@ -160,25 +291,14 @@ pub fn op_cellhost_respond_bytes(
   #[scoped] headers: Vec<(ByteString, ByteString)>,
   #[buffer(copy)] body: Bytes,
 ) {
-  let body = ReplyBody::Full(body);
-  inbox(state).complete(
-    id,
-    HttpReply {
-      status: status as u16,
-      headers,
-      body,
-    },
-  );
+  respond(state, id, status, headers, ReplyBody::Full(body));
 }
 
+/// The handler threw: a 500 for a client, the error itself (as JSON) for a
+/// `stub.fetch()` caller.
 #[op2(fast)]
 pub fn op_cellhost_respond_error(state: &mut OpState, #[smi] id: u32, #[string] message: String) {
-  let reply = HttpReply {
-    status: 500,
-    headers: Vec::new(),
-    body: ReplyBody::Error(message),
-  };
-  inbox(state).complete(id, reply);
+  respond(state, id, 500, Vec::new(), ReplyBody::Error(message));
 }
 
 /// Streams a JavaScript ReadableStream (as a resource) into the response.
@@ -191,22 +311,34 @@ pub fn op_cellhost_respond_stream(
   #[smi] rid: ResourceId,
 ) -> Result<(), deno_core::error::ResourceError> {
   let resource = state.resource_table.take_any(rid)?;
+  respond(state, id, status, headers, ReplyBody::Stream(pump(resource)));
+  Ok(())
+}
+
+fn respond(
+  state: &mut OpState,
+  id: u32,
+  status: u32,
+  headers: Vec<(ByteString, ByteString)>,
+  body: ReplyBody,
+) {
+  let reply = HttpReply { status: status as u16, headers, body };
+  inbox(state).complete(id, reply, gated(state));
+}
+
+/// Reads a readable resource (a JavaScript stream) into a channel, so the
+/// bytes can leave the isolate thread.
+pub(crate) fn pump(
+  resource: Rc<dyn Resource>,
+) -> mpsc::Receiver<Result<Bytes, BoxError>> {
   let (tx, rx) = mpsc::channel(4);
-  inbox(state).complete(
-    id,
-    HttpReply {
-      status: status as u16,
-      headers,
-      body: ReplyBody::Stream(rx),
-    },
-  );
   deno_core::unsync::spawn(async move {
     loop {
       match resource.clone().read(64 * 1024).await {
         Ok(buf) if buf.is_empty() => break,
         Ok(buf) => {
           if tx.send(Ok(Bytes::copy_from_slice(&buf))).await.is_err() {
-            break; // client went away
+            break; // the reader went away
           }
         }
         Err(e) => {
@@ -217,17 +349,17 @@ pub fn op_cellhost_respond_stream(
     }
     resource.close();
   });
-  Ok(())
+  rx
 }
 
 /// A request body exposed to JavaScript as a readable resource.
-struct RequestBody {
+pub(crate) struct RequestBody {
   body: AsyncRefCell<Body>,
   leftover: RefCell<Option<Bytes>>,
 }
 
 impl RequestBody {
-  fn new(body: Body) -> Self {
+  pub(crate) fn new(body: Body) -> Self {
     RequestBody {
       body: AsyncRefCell::new(body),
       leftover: RefCell::new(None),

@@ -3,10 +3,19 @@
 //! It is shared by the host's build script (which snapshots it) and the host
 //! itself, so both register the exact same op table.
 
+mod actor;
+mod body;
+mod cell;
 mod http;
+mod id;
 pub mod set;
 
-pub use http::{Body, BoxError, HttpJob, HttpReply, Inbox, ReplyBody};
+pub use actor::{Namespace, Router};
+pub use body::ReplyStream;
+pub use cell::Cells;
+pub use http::{
+  ActorTarget, Body, BoxError, HttpJob, HttpReply, Inbox, Job, ReplyBody, RpcJob, RpcReply,
+};
 
 deno_core::extension!(
   cellhost,
@@ -18,6 +27,25 @@ deno_core::extension!(
     http::op_cellhost_respond_stream,
     http::op_cellhost_respond_error,
     op_cellhost_log,
+    actor::op_do_id_from_name,
+    actor::op_do_unique_id,
+    actor::op_do_id_from_string,
+    actor::op_do_fetch,
+    actor::op_do_call,
+    actor::op_do_reply,
+    cell::op_cell_open,
+    cell::op_cell_close,
+    cell::op_cell_abort,
+    cell::op_kv_get,
+    cell::op_kv_put,
+    cell::op_kv_put_many,
+    cell::op_kv_delete,
+    cell::op_kv_list,
+    cell::op_kv_delete_all,
+    cell::op_sql_exec,
+    cell::op_sql_database_size,
+    cell::op_txn_savepoint,
+    cell::op_txn_finish,
   ],
   esm_entry_point = "ext:cellhost/99_main.js",
   esm = [
@@ -25,6 +53,8 @@ deno_core::extension!(
     "00_globals.js",
     "05_timers.js",
     "10_dispatch.js",
+    "30_durable_objects.js",
+    "40_cell.js",
     "20_workers_module.js",
     "99_main.js",
   ],

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cellhost_ext::{HttpJob, Inbox, set};
+use cellhost_ext::{Cells, Inbox, Job, Router, set};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
 use tokio::sync::mpsc;
 
@@ -32,7 +32,7 @@ pub type ThreadHook =
 /// Handles to every isolate thread.
 #[derive(Clone)]
 pub struct IsolatePool {
-  inboxes: Arc<Vec<mpsc::UnboundedSender<HttpJob>>>,
+  inboxes: Arc<Vec<mpsc::UnboundedSender<Job>>>,
 }
 
 impl IsolatePool {
@@ -48,9 +48,12 @@ impl IsolatePool {
       senders.push(tx);
       receivers.push(rx);
     }
-    let pool = IsolatePool {
-      inboxes: Arc::new(senders),
+    let inboxes = Arc::new(senders);
+    let router = Router {
+      isolates: inboxes.clone(),
+      namespaces: Arc::new(spec.durable_objects.clone()),
     };
+    let pool = IsolatePool { inboxes };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     for (index, rx) in receivers.into_iter().enumerate() {
       let (spec, opts, hook, pool, ready) = (
@@ -60,9 +63,10 @@ impl IsolatePool {
         pool.clone(),
         ready_tx.clone(),
       );
+      let router = router.clone();
       std::thread::Builder::new()
         .name(format!("cellhost-isolate-{index}"))
-        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool))?;
+        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool, router))?;
     }
     drop(ready_tx);
     for _ in 0..pool.len() {
@@ -85,21 +89,23 @@ impl IsolatePool {
 
   /// Queues a request on isolate `index`; gives the job back if that thread
   /// is gone.
-  pub fn dispatch(&self, index: usize, job: HttpJob) -> Result<(), HttpJob> {
+  pub fn dispatch(&self, index: usize, job: Job) -> Result<(), Job> {
     self.inboxes[index % self.inboxes.len()]
       .send(job)
       .map_err(|e| e.0)
   }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn thread_main(
   index: usize,
   spec: Arc<WorkerSpec>,
   opts: PoolOptions,
-  rx: mpsc::UnboundedReceiver<HttpJob>,
+  rx: mpsc::UnboundedReceiver<Job>,
   ready: std::sync::mpsc::Sender<Result<(), String>>,
   hook: ThreadHook,
   pool: IsolatePool,
+  router: Router,
 ) {
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
@@ -113,13 +119,13 @@ fn thread_main(
     let inbox = Rc::new(Inbox::new(rx));
     let mut ready = Some(ready);
     loop {
-      match boot(&spec, &opts, &inbox, &watch).await {
+      match boot(&spec, &opts, &inbox, &watch, &router).await {
         Ok(mut js) => {
           if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
             tokio::task::spawn_local(hook(index, pool.clone()));
           }
-          let reason = drive(&mut js, &watch).await;
+          let reason = drive(&mut js, &watch, &inbox).await;
           tracing::error!(isolate = index, "{reason}; the isolate is recycled");
           inbox.fail_in_flight(&reason);
         }
@@ -142,6 +148,7 @@ async fn boot(
   opts: &PoolOptions,
   inbox: &Rc<Inbox>,
   watch: &Arc<Watch>,
+  router: &Router,
 ) -> Result<JsRuntime, String> {
   let heap = opts.heap_limit_mb << 20;
   let mut js = JsRuntime::try_new(RuntimeOptions {
@@ -161,6 +168,8 @@ async fn boot(
     let mut state = state.borrow_mut();
     set::put_permissions(&mut state);
     state.put(inbox.clone());
+    state.put(router.clone());
+    state.put(Cells::new(spec.data_dir.clone()));
   }
   watch.set_isolate(js.v8_isolate().thread_safe_handle());
   let w = watch.clone();
@@ -199,6 +208,12 @@ async fn boot(
   let config = serde_json::json!({
     "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
     "env": spec.env,
+    "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
+      "binding": d.binding,
+      "className": d.class_name,
+      "uniqueKey": d.unique_key,
+      "sqlite": d.sqlite,
+    })).collect::<Vec<_>>(),
   })
   .to_string();
   let (boot_fn, args) = {
@@ -230,12 +245,24 @@ async fn boot(
 
 /// Runs the isolate's event loop until the watchdog terminates it; returns
 /// the reason. Uncaught errors are logged and the isolate keeps serving.
-async fn drive(js: &mut JsRuntime, watch: &Watch) -> String {
+///
+/// After every turn, the writes all cells made in it are committed together
+/// (group commit), and only then the output they could reveal is released.
+async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
+  let state = js.op_state();
   loop {
     let result = poll_fn(|cx| {
       watch.enter();
       let r = js.poll_event_loop(cx, PollEventLoopOptions::default());
       watch.leave();
+      let failed = state.borrow_mut().borrow_mut::<Cells>().commit_all();
+      if failed.is_empty() {
+        inbox.release_held(None);
+      } else {
+        let reason = failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("; ");
+        tracing::error!("commit failed: {reason}");
+        inbox.release_held(Some(&format!("Durable Object reset because its storage commit failed: {reason}")));
+      }
       r
     })
     .await;

@@ -11,7 +11,7 @@ mod watchdog;
 
 use std::path::PathBuf;
 
-pub use cellhost_ext::{Body, BoxError, HttpJob, HttpReply, ReplyBody};
+pub use cellhost_ext::{Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream};
 pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
 
 mod snapshot {
@@ -36,6 +36,10 @@ pub struct WorkerSpec {
   pub format: Format,
   /// `env` as a JSON object (vars and secrets).
   pub env: serde_json::Map<String, serde_json::Value>,
+  /// Durable Object namespaces bound in `env`.
+  pub durable_objects: Vec<Namespace>,
+  /// Where cells keep their SQLite files.
+  pub data_dir: PathBuf,
 }
 
 impl WorkerSpec {

@@ -2,14 +2,12 @@
 //! listener, so the kernel spreads connections over the threads and a
 //! request is parsed, run and answered on one thread with no hand-off.
 
-mod body;
-
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use cellhost_host::{HttpJob, HttpReply, IsolatePool, ReplyBody, ThreadHook};
+use cellhost_host::{HttpJob, HttpReply, IsolatePool, Job, ReplyBody, ThreadHook};
 use deno_core::convert::ByteString;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -18,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use socket2::{Domain, Socket, Type};
 use tokio::sync::oneshot;
 
-pub use body::ReplyStream;
+use cellhost_ext::ReplyStream;
 
 /// Listeners bound before the isolates start, so a busy port fails the
 /// start-up instead of a thread.
@@ -118,13 +116,14 @@ async fn handle(
   let body = (!body.is_end_stream()).then(|| body.map_err(|e| e.into()).boxed_unsync());
   let (tx, rx) = oneshot::channel();
   let job = HttpJob {
+    actor: None,
     method: parts.method.to_string(),
     url,
     headers,
     body,
     reply: tx,
   };
-  if pool.dispatch(index, job).is_err() {
+  if pool.dispatch(index, Job::Http(job)).is_err() {
     return Ok(error_response("the isolate thread is gone"));
   }
   let reply = match rx.await {

@@ -1,10 +1,11 @@
-//! The response body hyper sends: a whole buffer, or chunks from JavaScript.
+//! A body that is a whole buffer or chunks from a channel: responses to
+//! hyper, and bodies passed between isolates.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use cellhost_host::BoxError;
+use crate::BoxError;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 

@@ -1,0 +1,209 @@
+// Durable Object namespaces, ids and stubs as the caller sees them. Calls
+// travel to the isolate that hosts the object (see 40_cell.js) through
+// op_do_fetch / op_do_call.
+import { core, primordials } from "ext:core/mod.js";
+
+const {
+  ObjectPrototypeIsPrototypeOf,
+  SymbolFor,
+  TypeError,
+  RangeError,
+  Error,
+  JSONParse,
+  Proxy,
+  ReflectGet,
+  ReflectHas,
+} = primordials;
+const {
+  op_do_id_from_name,
+  op_do_unique_id,
+  op_do_id_from_string,
+  op_do_fetch,
+  op_do_call,
+} = core.ops;
+
+const KEY = SymbolFor("cellhost.illegalConstructor");
+const internal = globalThis[SymbolFor("cellhost.internal")];
+
+export class DurableObjectId {
+  #hex;
+  #name;
+  constructor(key, hex, name) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#hex = hex;
+    this.#name = name;
+  }
+  toString() {
+    return this.#hex;
+  }
+  equals(other) {
+    return ObjectPrototypeIsPrototypeOf(DurableObjectId.prototype, other) &&
+      other.toString() === this.#hex;
+  }
+  get name() {
+    return this.#name;
+  }
+  get jurisdiction() {
+    return undefined;
+  }
+}
+
+function noJurisdiction(j) {
+  if (j !== undefined && j !== null) {
+    throw new Error("Jurisdiction restrictions are not implemented in workerd.");
+  }
+}
+
+function checkGetOptions(opts) {
+  if (opts === undefined || opts === null) return;
+  noJurisdiction(opts.jurisdiction);
+  if (opts.routingMode !== undefined && opts.routingMode !== "primary-only") {
+    throw new RangeError(`unknown routingMode: ${opts.routingMode}`);
+  }
+}
+
+export class DurableObjectNamespace {
+  #ns;
+  constructor(key, ns) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#ns = ns;
+  }
+  idFromName(name) {
+    name = `${name}`;
+    return new DurableObjectId(KEY, op_do_id_from_name(this.#ns, name), name);
+  }
+  newUniqueId(opts) {
+    noJurisdiction(opts?.jurisdiction);
+    return new DurableObjectId(KEY, op_do_unique_id(this.#ns), undefined);
+  }
+  idFromString(s) {
+    return new DurableObjectId(KEY, op_do_id_from_string(this.#ns, `${s}`), undefined);
+  }
+  get(id, opts) {
+    if (!ObjectPrototypeIsPrototypeOf(DurableObjectId.prototype, id)) {
+      throw new TypeError(
+        "Failed to execute 'get' on 'DurableObjectNamespace': parameter 1 is not of type 'DurableObjectId'.",
+      );
+    }
+    checkGetOptions(opts);
+    return makeStub(this.#ns, id);
+  }
+  getByName(name, opts) {
+    return this.get(this.idFromName(name), opts);
+  }
+  getExisting() {
+    throw new Error("workerd only supports GET_OR_CREATE mode for getting actor stubs");
+  }
+  jurisdiction(j) {
+    noJurisdiction(j);
+    return this;
+  }
+}
+
+export function makeNamespace(ns) {
+  return new DurableObjectNamespace(KEY, ns);
+}
+
+/** Rebuilds an error that crossed from an object: workerd's properties. */
+export function remoteError(json) {
+  let info;
+  try {
+    info = JSONParse(json);
+  } catch {
+    info = { name: "Error", message: json };
+  }
+  const ctor = {
+    Error,
+    TypeError,
+    RangeError,
+    SyntaxError,
+    ReferenceError,
+    EvalError,
+    URIError,
+  }[info.name] ?? Error;
+  const e = new ctor(info.message);
+  if (info.name === "DOMException" || info.domName) {
+    const d = new DOMException(info.message, info.domName ?? "Error");
+    d.remote = true;
+    return d;
+  }
+  e.remote = true;
+  if (info.durableObjectReset) e.durableObjectReset = true;
+  if (info.overloaded) e.overloaded = true;
+  if (info.retryable) e.retryable = true;
+  if (info.durableObjectId) e.durableObjectId = info.durableObjectId;
+  return e;
+}
+
+function serializeArgs(value) {
+  try {
+    return core.serialize(value);
+  } catch (e) {
+    throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
+  }
+}
+
+async function rpc(ns, id, kind, method, args) {
+  const bytes = serializeArgs([kind, args]);
+  const { 0: ok, 1: payload } = await op_do_call(ns, id.toString(), id.name, method, bytes);
+  if (!ok) throw remoteError(new TextDecoder().decode(payload));
+  return core.deserialize(payload);
+}
+
+class DurableObjectStub {
+  #ns;
+  #id;
+  constructor(ns, id) {
+    this.#ns = ns;
+    this.#id = id;
+  }
+  get id() {
+    return this.#id;
+  }
+  get name() {
+    return this.#id.name;
+  }
+  async fetch(input, init) {
+    const req = new Request(input, init);
+    const { streams } = internal;
+    const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
+    const headers = [];
+    for (const pair of req.headers) headers.push(pair);
+    const res = await op_do_fetch(
+      this.#ns,
+      this.#id.toString(),
+      this.#id.name,
+      req.method,
+      req.url,
+      headers,
+      bodyRid,
+    );
+    if (res.error !== null) throw remoteError(res.error);
+    const body = res.bodyRid === null ? null : streams.readableStreamForRid(res.bodyRid);
+    const nullBody = res.status === 101 || res.status === 204 || res.status === 205 ||
+      res.status === 304;
+    return new Response(nullBody ? null : body, { status: res.status, headers: res.headers });
+  }
+}
+
+const STUB_OWN = ["fetch", "id", "name"];
+
+function makeStub(ns, id) {
+  const stub = new DurableObjectStub(ns, id);
+  return new Proxy(stub, {
+    get(target, prop) {
+      if (typeof prop === "symbol" || STUB_OWN.includes(prop)) {
+        const v = ReflectGet(target, prop, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      }
+      if (prop === "then") return undefined; // a stub is not a promise
+      // stub.method(...args) calls; `await stub.prop` reads a property.
+      const call = (...args) => rpc(ns, id, "call", prop, args);
+      call.then = (resolve, reject) => rpc(ns, id, "get", prop, []).then(resolve, reject);
+      return call;
+    },
+    has(target, prop) {
+      return ReflectHas(target, prop);
+    },
+  });
+}

@@ -1,0 +1,584 @@
+// The hosting side of Durable Objects: one Cell per object on this isolate
+// (one live instance per id), its input gate (an event queue that
+// blockConcurrencyWhile closes), and the storage API over the cell's SQLite
+// database. Writes join the isolate's implicit transaction, committed by the
+// host at the end of the turn; replies wait for that commit (output gate).
+import { core, primordials } from "ext:core/mod.js";
+import { DurableObject } from "ext:cellhost/20_workers_module.js";
+import { DurableObjectId, remoteError } from "ext:cellhost/30_durable_objects.js";
+import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
+
+const {
+  ArrayIsArray,
+  ArrayPrototypeSort,
+  Error,
+  JSONStringify,
+  MapPrototypeSet,
+  ObjectGetPrototypeOf,
+  ObjectPrototypeHasOwnProperty,
+  ObjectPrototypeIsPrototypeOf,
+  ObjectKeys,
+  PromiseReject,
+  PromiseResolve,
+  SafeMap,
+  SymbolFor,
+  SymbolIterator,
+  TypeError,
+} = primordials;
+const {
+  op_cell_open,
+  op_cell_close,
+  op_cell_abort,
+  op_kv_get,
+  op_kv_put,
+  op_kv_put_many,
+  op_kv_delete,
+  op_kv_list,
+  op_kv_delete_all,
+  op_sql_exec,
+  op_sql_database_size,
+  op_txn_savepoint,
+  op_txn_finish,
+  op_do_reply,
+  op_cellhost_respond_error,
+  op_cellhost_log,
+} = core.ops;
+
+const KEY = SymbolFor("cellhost.illegalConstructor");
+const EVICT_AFTER_MS = 10_000;
+const RESERVED = [
+  "fetch", "connect", "alarm", "webSocketMessage", "webSocketClose", "webSocketError", "dup",
+  "constructor",
+];
+
+let classes = []; // by namespace index: { className, cls, uniqueKey, sqlite }
+let env;
+const cells = new SafeMap();
+let evictTimer = null;
+
+export function setupActors(list, e) {
+  classes = list;
+  env = e;
+}
+
+export function dispatchActor(job) {
+  const key = `${job.actor.ns}:${job.actor.id}`;
+  let cell = cells.get(key);
+  if (cell === undefined) {
+    cell = new Cell(key, job.actor);
+    cells.set(key, cell);
+    if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
+  }
+  cell.enqueue(job);
+}
+
+function evictIdle() {
+  const now = Date.now();
+  for (const [key, cell] of cells) {
+    if (cell.idle() && now - cell.lastActive >= EVICT_AFTER_MS) {
+      cell.close();
+      cells.delete(key);
+    }
+  }
+  if (cells.size === 0) {
+    clearInterval(evictTimer);
+    evictTimer = null;
+  }
+}
+
+function errorJson(e, extra) {
+  const info = { name: "Error", message: `${e}` };
+  if (e !== null && typeof e === "object") {
+    info.name = e.name ?? "Error";
+    info.message = e.message ?? `${e}`;
+    if (ObjectPrototypeIsPrototypeOf(DOMException.prototype, e)) {
+      info.name = "DOMException";
+      info.domName = e.name;
+    }
+    if (e.durableObjectReset) info.durableObjectReset = true;
+    if (e.overloaded) info.overloaded = true;
+  }
+  return JSONStringify({ ...info, ...extra });
+}
+
+class Cell {
+  constructor(key, actor) {
+    this.key = key;
+    this.ns = actor.ns;
+    this.hex = actor.id;
+    this.name = actor.name;
+    this.queue = [];
+    this.blocked = 0;
+    this.inflight = 0;
+    this.instance = null;
+    this.broken = null;
+    this.handle = 0;
+    this.lastActive = Date.now();
+    this.cls = classes[this.ns];
+  }
+
+  idle() {
+    return this.inflight === 0 && this.queue.length === 0 && this.blocked === 0;
+  }
+
+  enqueue(job) {
+    this.queue.push(job);
+    this.pump();
+  }
+
+  // The input gate: events start only while no critical section is open.
+  pump() {
+    while (this.blocked === 0 && this.queue.length > 0) {
+      this.run(this.queue.shift());
+    }
+  }
+
+  construct() {
+    if (this.instance !== null) return;
+    this.handle = op_cell_open(this.cls.uniqueKey, this.hex);
+    const id = new DurableObjectId(KEY, this.hex, this.name !== null && byteLength(this.name) <= 1024 ? this.name : undefined);
+    const ctx = new DurableObjectState(KEY, this, id);
+    this.blocked++;
+    try {
+      this.instance = new this.cls.cls(ctx, env);
+    } catch (e) {
+      this.break(e);
+      throw e;
+    } finally {
+      this.blocked--;
+    }
+  }
+
+  break(reason) {
+    if (this.broken !== null) return;
+    const e = ObjectPrototypeIsPrototypeOf(Error.prototype, reason) ? reason : new Error(`${reason}`);
+    try {
+      e.durableObjectReset = true;
+    } catch {
+      // frozen error objects keep their shape
+    }
+    this.broken = e;
+    if (this.handle !== 0) op_cell_abort(this.handle);
+    this.handle = 0;
+    cells.delete(this.key); // the next call builds a fresh instance
+    for (const job of this.queue.splice(0)) this.fail(job, e);
+  }
+
+  close() {
+    if (this.handle !== 0) op_cell_close(this.handle);
+    this.handle = 0;
+  }
+
+  fail(job, e) {
+    const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
+    const json = errorJson(e, extra);
+    if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
+    else op_cellhost_respond_error(job.id, json);
+  }
+
+  async run(job) {
+    this.inflight++;
+    try {
+      if (this.broken !== null) throw this.broken;
+      this.construct();
+      if (job.kind === "http") {
+        if (typeof this.instance.fetch !== "function") {
+          throw new Error("Handler does not export a fetch() function.");
+        }
+        const res = await this.instance.fetch(makeRequest(job));
+        respond(job.id, res);
+      } else {
+        const { 0: kind, 1: args } = core.deserialize(job.args);
+        const value = await this.invoke(kind, job.method, args);
+        let bytes;
+        try {
+          bytes = core.serialize(value);
+        } catch (e) {
+          throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
+        }
+        op_do_reply(job.id, true, bytes);
+      }
+    } catch (e) {
+      op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
+      this.fail(job, e);
+    } finally {
+      this.inflight--;
+      this.lastActive = Date.now();
+    }
+  }
+
+  invoke(kind, method, args) {
+    const inst = this.instance;
+    if (!ObjectPrototypeIsPrototypeOf(DurableObject.prototype, inst)) {
+      throw new TypeError(
+        "The receiving Durable Object does not support RPC, because its class was not declared with `extends DurableObject`. In order to enable RPC, make sure your class extends the special class `DurableObject`, which can be imported from the module \"cloudflare:workers\".",
+      );
+    }
+    if (RESERVED.includes(method)) {
+      throw new TypeError(`'${method}' is a reserved method and cannot be called over RPC.`);
+    }
+    // Only class members are exposed: walk the prototypes, not the instance.
+    let found = false;
+    for (let p = ObjectGetPrototypeOf(inst); p !== null && p !== DurableObject.prototype && p !== Object.prototype; p = ObjectGetPrototypeOf(p)) {
+      if (ObjectPrototypeHasOwnProperty(p, method)) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
+    const member = inst[method];
+    if (kind === "get") return member;
+    if (typeof member !== "function") throw new TypeError(`"${method}" is not a function.`);
+    return member.apply(inst, args);
+  }
+}
+
+function byteLength(s) {
+  return new TextEncoder().encode(s).length;
+}
+
+// -- ctx ---------------------------------------------------------------------
+
+class DurableObjectState {
+  #cell;
+  #id;
+  #storage = null;
+  constructor(key, cell, id) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#cell = cell;
+    this.#id = id;
+  }
+  get id() {
+    return this.#id;
+  }
+  get storage() {
+    return this.#storage ??= new DurableObjectStorage(KEY, this.#cell);
+  }
+  get props() {
+    return {};
+  }
+  waitUntil(promise) {
+    // The object stays alive anyway; observe rejections so they are logged.
+    PromiseResolve(promise).then(undefined, (e) =>
+      op_cellhost_log(3, `Uncaught (in waitUntil) ${e?.stack ?? e}\n`)
+    );
+  }
+  blockConcurrencyWhile(callback) {
+    const cell = this.#cell;
+    cell.blocked++;
+    return (async () => {
+      try {
+        return await callback();
+      } catch (e) {
+        cell.break(e);
+        throw e;
+      } finally {
+        cell.blocked--;
+        cell.pump();
+      }
+    })();
+  }
+  abort(reason) {
+    const e = new Error(reason === undefined ? "Application called abort() to reset Durable Object." : `${reason}`);
+    this.#cell.break(e);
+    throw e;
+  }
+  acceptWebSocket() {
+    throw new Error("ctx.acceptWebSocket() (hibernatable WebSockets) is not supported by cellhost yet");
+  }
+  getWebSockets() {
+    return [];
+  }
+}
+
+// -- storage -----------------------------------------------------------------
+
+function handle(cell) {
+  if (cell.broken !== null) throw cell.broken;
+  if (cell.handle === 0) throw new Error("Durable Object storage is no longer accessible.");
+  return cell.handle;
+}
+
+function ser(value) {
+  try {
+    return core.serialize(value, { forStorage: true });
+  } catch (e) {
+    throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
+  }
+}
+
+function de(bytes) {
+  return core.deserialize(bytes, { forStorage: true });
+}
+
+// Async storage methods: synchronous SQLite underneath, so they return
+// settled promises (no other event can interleave) and errors reject.
+function settle(f) {
+  try {
+    return PromiseResolve(f());
+  } catch (e) {
+    return PromiseReject(e);
+  }
+}
+
+function byUtf8(a, b) {
+  // SQLite orders keys by their UTF-8 bytes.
+  const x = new TextEncoder().encode(a[0]);
+  const y = new TextEncoder().encode(b[0]);
+  for (let i = 0; i < x.length && i < y.length; i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+
+function compileList(opts) {
+  opts ??= {};
+  if (opts.start !== undefined && opts.startAfter !== undefined) {
+    throw new TypeError("list() cannot be called with both start and startAfter values.");
+  }
+  if (opts.limit !== undefined && !(opts.limit > 0)) {
+    throw new TypeError("List limit must be positive.");
+  }
+  const s = (v) => (v === undefined ? null : `${v}`);
+  return [s(opts.start), s(opts.startAfter), s(opts.end), s(opts.prefix), !!opts.reverse, opts.limit ?? null];
+}
+
+class DurableObjectStorage {
+  #cell;
+  #sql = null;
+  #kv = null;
+  constructor(key, cell) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#cell = cell;
+  }
+  get(keys) {
+    return settle(() => {
+      const h = handle(this.#cell);
+      if (ArrayIsArray(keys)) {
+        const found = [];
+        for (const k of keys) {
+          const v = op_kv_get(h, `${k}`);
+          if (v !== null) found.push([`${k}`, de(v)]);
+        }
+        ArrayPrototypeSort(found, byUtf8);
+        return new Map(found);
+      }
+      const v = op_kv_get(h, `${keys}`);
+      return v === null ? undefined : de(v);
+    });
+  }
+  put(key, value, options) {
+    return settle(() => {
+      const h = handle(this.#cell);
+      if (key !== null && typeof key === "object") {
+        if (value !== undefined && (value === null || typeof value !== "object")) {
+          throw new TypeError(
+            "put() may only be called with a single key-value pair and optional options as put(key, value, options) or with multiple key-value pairs and optional options as put(entries, options)",
+          );
+        }
+        const entries = [];
+        for (const k of ObjectKeys(key)) {
+          if (key[k] !== undefined) entries.push([k, ser(key[k])]);
+        }
+        op_kv_put_many(h, entries);
+        return;
+      }
+      if (value === undefined) throw new TypeError("put() called with undefined value.");
+      op_kv_put(h, `${key}`, ser(value));
+    });
+  }
+  delete(keys) {
+    return settle(() => {
+      const h = handle(this.#cell);
+      if (ArrayIsArray(keys)) {
+        let n = 0;
+        for (const k of keys) if (op_kv_delete(h, `${k}`)) n++;
+        return n;
+      }
+      return op_kv_delete(h, `${keys}`);
+    });
+  }
+  list(options) {
+    return settle(() => {
+      const h = handle(this.#cell);
+      const rows = op_kv_list(h, ...compileList(options));
+      const m = new Map();
+      for (const { 0: k, 1: v } of rows) MapPrototypeSet(m, k, de(v));
+      return m;
+    });
+  }
+  deleteAll() {
+    return settle(() => {
+      if (this.#cell.txnDepth > 0) throw new Error("Cannot call deleteAll() within a transaction");
+      op_kv_delete_all(handle(this.#cell));
+    });
+  }
+  transactionSync(callback) {
+    const h = handle(this.#cell);
+    const depth = op_txn_savepoint(h);
+    this.#cell.txnDepth = (this.#cell.txnDepth ?? 0) + 1;
+    try {
+      const r = callback();
+      op_txn_finish(h, depth, true);
+      return r;
+    } catch (e) {
+      op_txn_finish(h, depth, false);
+      throw e;
+    } finally {
+      this.#cell.txnDepth--;
+    }
+  }
+  async transaction(callback) {
+    const h = handle(this.#cell);
+    const depth = op_txn_savepoint(h);
+    this.#cell.txnDepth = (this.#cell.txnDepth ?? 0) + 1;
+    let rolledBack = false;
+    const txn = {
+      get: (k) => this.get(k),
+      put: (k, v, o) => this.put(k, v, o),
+      delete: (k) => this.delete(k),
+      list: (o) => this.list(o),
+      deleteAll: () => PromiseReject(new Error("Cannot call deleteAll() within a transaction")),
+      rollback: () => {
+        if (!rolledBack) {
+          rolledBack = true;
+          op_txn_finish(h, depth, false);
+        }
+      },
+    };
+    try {
+      const r = await callback(txn);
+      if (!rolledBack) op_txn_finish(h, depth, true);
+      return r;
+    } catch (e) {
+      if (!rolledBack) op_txn_finish(h, depth, false);
+      throw e;
+    } finally {
+      this.#cell.txnDepth--;
+    }
+  }
+  sync() {
+    // Writes commit at the end of the current turn; resolve after it.
+    return new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  get sql() {
+    if (!this.#cell.cls.sqlite) {
+      throw new Error(
+        "SQL is not enabled for this Durable Object class. To enable it, set `enableSql = true` in your workerd config for the class. If using wrangler, make sure the class is declared in a `new_sqlite_classes` migration.",
+      );
+    }
+    return this.#sql ??= new SqlStorage(KEY, this.#cell);
+  }
+  get kv() {
+    if (!this.#cell.cls.sqlite) {
+      throw new Error(
+        "The storage.kv (synchronous KV) API is only available for SQLite-backed Durable Objects, i.e. those declared with `new_sqlite_classes` in a migration.",
+      );
+    }
+    return this.#kv ??= new SyncKvStorage(KEY, this.#cell);
+  }
+  getAlarm() {
+    return PromiseReject(new Error("Durable Object alarms (getAlarm) are not supported by cellhost yet"));
+  }
+  setAlarm() {
+    return PromiseReject(new Error("Durable Object alarms (setAlarm) are not supported by cellhost yet"));
+  }
+  deleteAlarm() {
+    return PromiseReject(new Error("Durable Object alarms (deleteAlarm) are not supported by cellhost yet"));
+  }
+}
+
+class SyncKvStorage {
+  #cell;
+  constructor(key, cell) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#cell = cell;
+  }
+  get(key) {
+    const v = op_kv_get(handle(this.#cell), `${key}`);
+    return v === null ? undefined : de(v);
+  }
+  put(key, value) {
+    op_kv_put(handle(this.#cell), `${key}`, ser(value));
+  }
+  delete(key) {
+    return op_kv_delete(handle(this.#cell), `${key}`);
+  }
+  *list(options) {
+    const rows = op_kv_list(handle(this.#cell), ...compileList(options));
+    for (const { 0: k, 1: v } of rows) yield [k, de(v)];
+  }
+}
+
+// -- SQL ---------------------------------------------------------------------
+
+function binding(v) {
+  if (v === null || v === undefined || typeof v === "number" || typeof v === "string") return v;
+  if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return v;
+  return `${v}`; // WebIDL string coercion: true -> "true", 1n -> "1"
+}
+
+class SqlStorage {
+  #cell;
+  constructor(key, cell) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#cell = cell;
+  }
+  exec(query, ...bindings) {
+    const out = op_sql_exec(handle(this.#cell), `${query}`, bindings.map(binding));
+    return new SqlStorageCursor(KEY, out);
+  }
+  get databaseSize() {
+    return op_sql_database_size(handle(this.#cell));
+  }
+}
+
+class SqlStorageCursor {
+  #columns;
+  #rows;
+  #pos = 0;
+  #read;
+  #written;
+  constructor(key, out) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#columns = out[0];
+    this.#rows = out[1];
+    this.#read = out[2];
+    this.#written = out[3];
+  }
+  get columnNames() {
+    return this.#columns;
+  }
+  get rowsRead() {
+    return this.#read;
+  }
+  get rowsWritten() {
+    return this.#written;
+  }
+  #object(row) {
+    const o = {};
+    for (let i = 0; i < this.#columns.length; i++) o[this.#columns[i]] = row[i];
+    return o;
+  }
+  next() {
+    if (this.#pos >= this.#rows.length) return { done: true, value: undefined };
+    return { done: false, value: this.#object(this.#rows[this.#pos++]) };
+  }
+  toArray() {
+    const out = [];
+    while (this.#pos < this.#rows.length) out.push(this.#object(this.#rows[this.#pos++]));
+    return out;
+  }
+  one() {
+    const rest = this.#rows.length - this.#pos;
+    if (rest === 0) throw new Error("Expected exactly one result from SQL query, but got no results.");
+    if (rest > 1) throw new Error("Expected exactly one result from SQL query, but got multiple results.");
+    return this.#object(this.#rows[this.#pos++]);
+  }
+  *raw() {
+    while (this.#pos < this.#rows.length) yield this.#rows[this.#pos++];
+  }
+  [SymbolIterator]() {
+    return this;
+  }
+}
+
+export { remoteError };

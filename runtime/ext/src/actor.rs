@@ -1,0 +1,181 @@
+//! Durable Object namespaces and stubs: ids, placement of each object on one
+//! isolate thread, and the calls (`stub.fetch()`, RPC) that travel there.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use deno_core::convert::{ByteString, Uint8Array};
+use deno_core::{OpState, ResourceId, ToV8, op2};
+use deno_error::JsErrorBox;
+use http_body_util::BodyExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::body::ReplyStream;
+use crate::http::{
+  ActorTarget, HttpJob, HttpReply, Job, ReplyBody, RequestBody, RpcJob, RpcReply, gated, inbox,
+  pump,
+};
+use crate::id;
+
+/// One `durable_objects.bindings` entry.
+#[derive(Clone, Debug)]
+pub struct Namespace {
+  pub binding: String,
+  pub class_name: String,
+  /// `<script name>-<ClassName>`: the input of id derivation and the folder
+  /// of the objects' databases.
+  pub unique_key: String,
+  pub key: [u8; 32],
+  /// Declared by `new_sqlite_classes` (the SQL API is available).
+  pub sqlite: bool,
+}
+
+impl Namespace {
+  pub fn new(binding: &str, class_name: &str, script: &str, sqlite: bool) -> Self {
+    let unique_key = format!("{script}-{class_name}");
+    Namespace {
+      binding: binding.into(),
+      class_name: class_name.into(),
+      key: id::namespace_key(&unique_key),
+      unique_key,
+      sqlite,
+    }
+  }
+}
+
+/// Every isolate's queue and the namespaces, shared by all isolates.
+#[derive(Clone)]
+pub struct Router {
+  pub isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
+  pub namespaces: Arc<Vec<Namespace>>,
+}
+
+impl Router {
+  /// The isolate an object lives on, for its whole life in this process.
+  pub fn place(&self, id_hex: &str) -> usize {
+    let h = u32::from_str_radix(&id_hex[..8], 16).unwrap_or(0);
+    h as usize % self.isolates.len()
+  }
+
+  fn send(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
+    self.isolates[self.place(&target.id)]
+      .send(job)
+      .map_err(|_| JsErrorBox::generic("Network connection lost."))
+  }
+
+  fn ns(&self, ns: u32) -> Result<&Namespace, JsErrorBox> {
+    self.namespaces.get(ns as usize).ok_or_else(|| JsErrorBox::type_error("unknown namespace"))
+  }
+}
+
+fn router(state: &OpState) -> Router {
+  state.borrow::<Router>().clone()
+}
+
+#[op2]
+#[string]
+pub fn op_do_id_from_name(state: &mut OpState, #[smi] ns: u32, #[string] name: &str) -> Result<String, JsErrorBox> {
+  let r = router(state);
+  Ok(id::to_hex(&id::from_name(&r.ns(ns)?.key, name)))
+}
+
+#[op2]
+#[string]
+pub fn op_do_unique_id(state: &mut OpState, #[smi] ns: u32) -> Result<String, JsErrorBox> {
+  let r = router(state);
+  let mut random = [0u8; 16];
+  getrandom(&mut random);
+  Ok(id::to_hex(&id::unique(&r.ns(ns)?.key, random)))
+}
+
+fn getrandom(buf: &mut [u8]) {
+  use std::io::Read;
+  if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+    let _ = f.read_exact(buf);
+  }
+}
+
+#[op2]
+#[string]
+pub fn op_do_id_from_string(state: &mut OpState, #[smi] ns: u32, #[string] s: &str) -> Result<String, JsErrorBox> {
+  let r = router(state);
+  let id = id::from_string(&r.ns(ns)?.key, s).map_err(JsErrorBox::type_error)?;
+  Ok(id::to_hex(&id))
+}
+
+/// The response to `stub.fetch()`, or the error the object threw (as JSON).
+#[derive(ToV8)]
+pub struct ActorResponse {
+  status: u16,
+  headers: Vec<(ByteString, ByteString)>,
+  body_rid: Option<ResourceId>,
+  error: Option<String>,
+}
+
+#[op2]
+#[allow(clippy::too_many_arguments)]
+pub async fn op_do_fetch(
+  state: Rc<RefCell<OpState>>,
+  #[smi] ns: u32,
+  #[string] id: String,
+  #[string] name: Option<String>,
+  #[string] method: String,
+  #[string] url: String,
+  #[scoped] headers: Vec<(ByteString, ByteString)>,
+  #[smi] body_rid: Option<ResourceId>,
+) -> Result<ActorResponse, JsErrorBox> {
+  let (router, body) = {
+    let mut st = state.borrow_mut();
+    let body = match body_rid {
+      Some(rid) => {
+        let res = st.resource_table.take_any(rid).map_err(JsErrorBox::from_err)?;
+        Some(ReplyStream::stream(pump(res)).boxed_unsync())
+      }
+      None => None,
+    };
+    (router(&st), body)
+  };
+  let target = ActorTarget { ns, id, name };
+  let (tx, rx) = oneshot::channel();
+  let job = HttpJob { actor: Some(target.clone()), method, url, headers, body, reply: tx };
+  router.send(&target, Job::Http(job))?;
+  let reply: HttpReply = rx.await.map_err(|_| JsErrorBox::generic("Network connection lost."))?;
+  let body = match reply.body {
+    ReplyBody::Error(e) => {
+      return Ok(ActorResponse { status: 500, headers: vec![], body_rid: None, error: Some(e) });
+    }
+    ReplyBody::Full(b) if b.is_empty() => None,
+    ReplyBody::Full(b) => Some(ReplyStream::full(b)),
+    ReplyBody::Stream(rx) => Some(ReplyStream::stream(rx)),
+  };
+  let body_rid =
+    body.map(|b| state.borrow_mut().resource_table.add(RequestBody::new(b.boxed_unsync())));
+  Ok(ActorResponse { status: reply.status, headers: reply.headers, body_rid, error: None })
+}
+
+/// `stub.method(...args)`: returns `[ok, payload]` (value bytes, or error JSON).
+#[op2]
+pub async fn op_do_call(
+  state: Rc<RefCell<OpState>>,
+  #[smi] ns: u32,
+  #[string] id: String,
+  #[string] name: Option<String>,
+  #[string] method: String,
+  #[buffer(copy)] args: Vec<u8>,
+) -> Result<(bool, Uint8Array), JsErrorBox> {
+  let router = router(&state.borrow());
+  let target = ActorTarget { ns, id, name };
+  let (tx, rx) = oneshot::channel();
+  router.send(&target, Job::Rpc(RpcJob { target: target.clone(), method, args, reply: tx }))?;
+  let reply: RpcReply = rx.await.map_err(|_| JsErrorBox::generic("Network connection lost."))?;
+  Ok((reply.ok, reply.payload.into()))
+}
+
+/// The object's answer to an RPC call; waits for the output gate.
+#[op2(fast)]
+pub fn op_do_reply(state: &mut OpState, #[smi] id: u32, ok: bool, #[buffer] payload: &[u8]) {
+  let gated = gated(state);
+  inbox(state).complete_rpc(id, RpcReply { ok, payload: payload.to_vec() }, gated);
+}
+

@@ -1,0 +1,186 @@
+//! A cell's database: one SQLite file per Durable Object (rusqlite, bundled
+//! SQLite). The KV API lives in the `_cf_KV` table as workerd keeps it; user
+//! SQL runs on the same connection. Writes join an implicit transaction that
+//! the isolate commits at the end of its turn, for all its cells together.
+
+mod kv;
+mod sql;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+pub use kv::ListOptions;
+pub use sql::{SqlResult, SqlValue};
+
+/// A failed storage operation; the message is what JavaScript sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StorageError(pub String);
+
+impl std::fmt::Display for StorageError {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(&self.0)
+  }
+}
+
+impl std::error::Error for StorageError {}
+
+/// SQLite's message in workerd's shape: `<msg>: SQLITE_<CODE>`.
+pub(crate) fn sqlite_error(e: rusqlite::Error) -> StorageError {
+  match &e {
+    rusqlite::Error::SqliteFailure(err, msg) => {
+      let code = code_name(err.extended_code & 0xff);
+      let msg = msg.clone().unwrap_or_else(|| err.to_string());
+      StorageError(format!("{msg}: {code}"))
+    }
+    other => StorageError(other.to_string()),
+  }
+}
+
+fn code_name(primary: i32) -> &'static str {
+  use rusqlite::ffi;
+  match primary {
+    ffi::SQLITE_ERROR => "SQLITE_ERROR",
+    ffi::SQLITE_INTERNAL => "SQLITE_INTERNAL",
+    ffi::SQLITE_PERM => "SQLITE_PERM",
+    ffi::SQLITE_ABORT => "SQLITE_ABORT",
+    ffi::SQLITE_BUSY => "SQLITE_BUSY",
+    ffi::SQLITE_LOCKED => "SQLITE_LOCKED",
+    ffi::SQLITE_NOMEM => "SQLITE_NOMEM",
+    ffi::SQLITE_READONLY => "SQLITE_READONLY",
+    ffi::SQLITE_INTERRUPT => "SQLITE_INTERRUPT",
+    ffi::SQLITE_IOERR => "SQLITE_IOERR",
+    ffi::SQLITE_CORRUPT => "SQLITE_CORRUPT",
+    ffi::SQLITE_FULL => "SQLITE_FULL",
+    ffi::SQLITE_CANTOPEN => "SQLITE_CANTOPEN",
+    ffi::SQLITE_CONSTRAINT => "SQLITE_CONSTRAINT",
+    ffi::SQLITE_MISMATCH => "SQLITE_MISMATCH",
+    ffi::SQLITE_MISUSE => "SQLITE_MISUSE",
+    ffi::SQLITE_AUTH => "SQLITE_AUTH",
+    ffi::SQLITE_RANGE => "SQLITE_RANGE",
+    ffi::SQLITE_TOOBIG => "SQLITE_TOOBIG",
+    _ => "SQLITE_ERROR",
+  }
+}
+
+/// One cell's database.
+pub struct CellDb {
+  conn: Connection,
+  path: PathBuf,
+  /// An implicit transaction is open (a write happened this turn).
+  in_txn: bool,
+  /// Depth of transactionSync()/transaction() savepoints.
+  savepoints: u32,
+}
+
+impl CellDb {
+  pub fn open(path: &Path) -> Result<CellDb, StorageError> {
+    if let Some(dir) = path.parent() {
+      std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("{}: {e}", dir.display())))?;
+    }
+    let conn = Connection::open(path).map_err(sqlite_error)?;
+    // WAL with synchronous=FULL: every COMMIT is on disk (fsync) before it
+    // returns, which is what the output gate waits for.
+    conn
+      .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+      .map_err(sqlite_error)?;
+    Ok(CellDb { conn, path: path.to_path_buf(), in_txn: false, savepoints: 0 })
+  }
+
+  pub fn path(&self) -> &Path {
+    &self.path
+  }
+
+  /// Opens the implicit transaction if none is open; every write calls it.
+  pub(crate) fn begin_write(&mut self) -> Result<(), StorageError> {
+    if !self.in_txn {
+      self.conn.execute_batch("BEGIN").map_err(sqlite_error)?;
+      self.in_txn = true;
+    }
+    Ok(())
+  }
+
+  pub fn has_open_transaction(&self) -> bool {
+    self.in_txn
+  }
+
+  /// Commits the implicit transaction; durable (fsynced) when it returns.
+  pub fn commit(&mut self) -> Result<(), StorageError> {
+    if !self.in_txn {
+      return Ok(());
+    }
+    self.in_txn = false;
+    self.savepoints = 0;
+    match self.conn.execute_batch("COMMIT") {
+      Ok(()) => Ok(()),
+      Err(e) => {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        Err(sqlite_error(e))
+      }
+    }
+  }
+
+  /// Drops the uncommitted writes (the object is being reset).
+  pub fn rollback(&mut self) {
+    if self.in_txn {
+      let _ = self.conn.execute_batch("ROLLBACK");
+      self.in_txn = false;
+      self.savepoints = 0;
+    }
+  }
+
+  /// transactionSync()/transaction(): a savepoint inside the implicit one.
+  pub fn savepoint(&mut self) -> Result<u32, StorageError> {
+    self.begin_write()?;
+    let depth = self.savepoints;
+    self.conn.execute_batch(&format!("SAVEPOINT _cf_savepoint_{depth}")).map_err(sqlite_error)?;
+    self.savepoints += 1;
+    Ok(depth)
+  }
+
+  pub fn release(&mut self, depth: u32) -> Result<(), StorageError> {
+    self.conn.execute_batch(&format!("RELEASE _cf_savepoint_{depth}")).map_err(sqlite_error)?;
+    self.savepoints = depth;
+    Ok(())
+  }
+
+  pub fn rollback_to(&mut self, depth: u32) -> Result<(), StorageError> {
+    self
+      .conn
+      .execute_batch(&format!("ROLLBACK TO _cf_savepoint_{depth}; RELEASE _cf_savepoint_{depth}"))
+      .map_err(sqlite_error)?;
+    self.savepoints = depth;
+    Ok(())
+  }
+
+  /// deleteAll(): drops every table, index, view and trigger, as workerd
+  /// recreates the database file.
+  pub fn delete_all(&mut self) -> Result<(), StorageError> {
+    self.rollback();
+    self.begin_write()?;
+    let objects: Vec<(String, String)> = {
+      let mut st = self
+        .conn
+        .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND type IN ('table','view','trigger')")
+        .map_err(sqlite_error)?;
+      st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(sqlite_error)?
+        .collect::<Result<_, _>>()
+        .map_err(sqlite_error)?
+    };
+    self.conn.execute_batch("PRAGMA defer_foreign_keys=ON").map_err(sqlite_error)?;
+    for (ty, name) in objects {
+      let sql = format!("DROP {} IF EXISTS \"{}\"", ty.to_uppercase(), name.replace('"', "\"\""));
+      self.conn.execute_batch(&sql).map_err(sqlite_error)?;
+    }
+    Ok(())
+  }
+
+  /// `databaseSize`: (page_count - freelist_count) * page_size.
+  pub fn database_size(&self) -> Result<f64, StorageError> {
+    let q = |p: &str| -> Result<i64, StorageError> {
+      self.conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0)).map_err(sqlite_error)
+    };
+    Ok(((q("page_count")? - q("freelist_count")?) * q("page_size")?) as f64)
+  }
+}

@@ -1,0 +1,137 @@
+//! `sql.exec()`: user SQL on the cell's connection with workerd's value
+//! mapping (numbers bind as REAL, integers come back as doubles, BLOBs as
+//! bytes) and its refusals (transaction statements, `_cf_` names).
+
+use rusqlite::types::{Value, ValueRef};
+
+use crate::{CellDb, StorageError, sqlite_error};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+  Null,
+  Number(f64),
+  Text(String),
+  Blob(Vec<u8>),
+}
+
+#[derive(Debug, Default)]
+pub struct SqlResult {
+  pub columns: Vec<String>,
+  pub rows: Vec<Vec<SqlValue>>,
+  pub rows_read: u64,
+  pub rows_written: u64,
+}
+
+const TXN_MESSAGE: &str = "To execute a transaction, please use the state.storage.transaction() or state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements. The JavaScript API is safer because it will automatically roll back on exceptions, and because it interacts correctly with Durable Objects' automatic atomic write coalescing.";
+
+impl CellDb {
+  /// Runs every statement in `sql`; the result holds the last one's rows.
+  pub fn sql_exec(&mut self, sql: &str, bindings: &[SqlValue]) -> Result<SqlResult, StorageError> {
+    let mut rest = sql;
+    let mut result = None;
+    loop {
+      let trimmed = rest.trim_start();
+      if trimmed.is_empty() {
+        break;
+      }
+      // Split off one statement; SQLite's own tail tracking would be exact,
+      // rusqlite does not expose it, so use sqlite3_complete on prefixes.
+      let end = statement_end(trimmed);
+      let (stmt, tail) = trimmed.split_at(end);
+      rest = tail;
+      let is_last = rest.trim().is_empty() || rest.trim().trim_start_matches(';').trim().is_empty();
+      let r = self.exec_one(stmt, if is_last { bindings } else { &[] }, is_last)?;
+      if let Some(r) = r {
+        result = Some(r);
+      }
+      if is_last {
+        break;
+      }
+    }
+    result.ok_or_else(|| StorageError("SQL code did not contain a statement.".into()))
+  }
+
+  fn exec_one(
+    &mut self,
+    sql: &str,
+    bindings: &[SqlValue],
+    is_last: bool,
+  ) -> Result<Option<SqlResult>, StorageError> {
+    let head = sql.trim_start().to_ascii_uppercase();
+    if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].iter().any(|k| head.starts_with(k)) {
+      return Err(StorageError(TXN_MESSAGE.into()));
+    }
+    let readonly = {
+      let st = self.conn.prepare(sql).map_err(sqlite_error)?;
+      st.readonly()
+    };
+    if !readonly {
+      self.begin_write()?;
+    }
+    let mut st = self.conn.prepare(sql).map_err(sqlite_error)?;
+    if st.parameter_count() != bindings.len() && (is_last || !bindings.is_empty()) {
+      return Err(StorageError("Wrong number of parameter bindings for SQL query.".into()));
+    }
+    for (i, b) in bindings.iter().enumerate() {
+      let v = match b {
+        SqlValue::Null => Value::Null,
+        SqlValue::Number(n) => Value::Real(*n),
+        SqlValue::Text(s) => Value::Text(s.clone()),
+        SqlValue::Blob(b) => Value::Blob(b.clone()),
+      };
+      st.raw_bind_parameter(i + 1, v).map_err(sqlite_error)?;
+    }
+    let columns: Vec<String> = st.column_names().into_iter().map(String::from).collect();
+    let n = columns.len();
+    let changes_before = self.conn.total_changes();
+    let mut rows = Vec::new();
+    {
+      let mut it = st.raw_query();
+      while let Some(row) = it.next().map_err(sqlite_error)? {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+          out.push(match row.get_ref(i).map_err(sqlite_error)? {
+            ValueRef::Null => SqlValue::Null,
+            ValueRef::Integer(i) => SqlValue::Number(i as f64),
+            ValueRef::Real(f) => SqlValue::Number(f),
+            ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+          });
+        }
+        rows.push(out);
+      }
+    }
+    drop(st);
+    let rows_written =
+      if readonly { 0 } else { self.conn.total_changes().saturating_sub(changes_before) };
+    let rows_read = rows.len() as u64;
+    Ok(Some(SqlResult { columns, rows, rows_read, rows_written }))
+  }
+}
+
+/// Byte length of the first complete statement in `sql` (through its `;`).
+fn statement_end(sql: &str) -> usize {
+  let bytes = sql.as_bytes();
+  let mut i = 0;
+  let mut quote: Option<u8> = None;
+  while i < bytes.len() {
+    let c = bytes[i];
+    match quote {
+      Some(q) if c == q => quote = None,
+      Some(_) => {}
+      None => match c {
+        b'\'' | b'"' | b'`' => quote = Some(c),
+        b'[' => quote = Some(b']'),
+        b'-' if bytes.get(i + 1) == Some(&b'-') => {
+          while i < bytes.len() && bytes[i] != b'\n' {
+            i += 1;
+          }
+        }
+        b';' => return i + 1,
+        _ => {}
+      },
+    }
+    i += 1;
+  }
+  bytes.len()
+}
