@@ -197,6 +197,11 @@ function makeStub(ns, id) {
         return typeof v === "function" ? v.bind(target) : v;
       }
       if (prop === "then") return undefined; // a stub is not a promise
+      if (prop === "constructor") {
+        return function () {
+          throw new TypeError("Illegal constructor");
+        };
+      }
       // stub.method(...args) calls; `await stub.prop` reads a property.
       const call = (...args) => rpc(ns, id, "call", prop, args);
       call.then = (resolve, reject) => rpc(ns, id, "get", prop, []).then(resolve, reject);

@@ -127,8 +127,18 @@ class Cell {
   }
 
   // The input gate: events start only while no critical section is open.
+  // The constructor runs on the first event, under the gate, so a
+  // blockConcurrencyWhile() in it holds that event back too.
   pump() {
     while (this.blocked === 0 && this.queue.length > 0) {
+      if (this.instance === null && this.broken === null) {
+        try {
+          this.construct();
+        } catch {
+          return; // break() failed every queued event
+        }
+        if (this.blocked > 0) return;
+      }
       this.run(this.queue.shift());
     }
   }
@@ -180,7 +190,6 @@ class Cell {
     this.inflight++;
     try {
       if (this.broken !== null) throw this.broken;
-      this.construct();
       if (job.kind === "http") {
         if (typeof this.instance.fetch !== "function") {
           throw new Error("Handler does not export a fetch() function.");

@@ -10,6 +10,9 @@
 //!   `// @compare NAME[,NAME]`         response headers to compare (default content-type)
 //!   `// @var NAME=VALUE`              a text binding; `$UPSTREAM` expands to the
 //!                                     loopback echo server's origin
+//!   `// @do BINDING=Class`             a Durable Object namespace (SQLite-backed
+//!                                     unless `// @kv-class Class`), unique key
+//!                                     `<fixture name>-<Class>` on both runtimes
 //!   `// @divergence TEXT`             a documented, accepted difference (not compared)
 
 mod support;
@@ -30,6 +33,8 @@ struct Fixture {
   headers: Vec<(String, String)>,
   compare: Vec<String>,
   vars: Vec<(String, String)>,
+  dos: Vec<(String, String)>,
+  kv_classes: Vec<String>,
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -67,6 +72,8 @@ fn fixtures() -> Vec<Fixture> {
       headers: vec![],
       compare: vec!["content-type".into()],
       vars: vec![],
+      dos: vec![],
+      kv_classes: vec![],
     };
     for line in src.lines() {
       let Some(d) = line.trim().strip_prefix("// @") else {
@@ -88,6 +95,11 @@ fn fixtures() -> Vec<Fixture> {
         "compare" => f
           .compare
           .extend(rest.split(',').map(|s| s.trim().to_ascii_lowercase())),
+        "do" => {
+          let (k, v) = rest.split_once('=').unwrap();
+          f.dos.push((k.trim().into(), v.trim().into()));
+        }
+        "kv-class" => f.kv_classes.push(rest.trim().into()),
         "var" => {
           let (k, v) = rest.split_once('=').unwrap();
           f.vars.push((k.trim().into(), v.trim().into()));
@@ -177,7 +189,7 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
     } else {
       format!("serviceWorkerScript = embed {}", embed(&f.main))
     };
-    let bindings: Vec<String> = f
+    let mut bindings: Vec<String> = f
       .vars
       .iter()
       .map(|(k, v)| {
@@ -188,9 +200,41 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
         )
       })
       .collect();
+    let mut do_config = String::new();
+    if !f.dos.is_empty() {
+      let store = tmp.join(format!("do{i}"));
+      std::fs::create_dir_all(&store).unwrap();
+      services.push(format!(
+        "(name = \"do{i}\", disk = (path = {}, writable = true))",
+        capnp_string(&store.to_string_lossy())
+      ));
+      let nss: Vec<String> = f
+        .dos
+        .iter()
+        .map(|(_, class)| {
+          let sql = !f.kv_classes.contains(class);
+          format!(
+            "(className = {}, uniqueKey = {}, enableSql = {sql})",
+            capnp_string(class),
+            capnp_string(&format!("{}-{class}", f.name))
+          )
+        })
+        .collect();
+      for (binding, class) in &f.dos {
+        bindings.push(format!(
+          "(name = {}, durableObjectNamespace = {})",
+          capnp_string(binding),
+          capnp_string(class)
+        ));
+      }
+      do_config = format!(
+        ", durableObjectNamespaces = [{}], durableObjectStorage = (localDisk = \"do{i}\")",
+        nss.join(", ")
+      );
+    }
     writeln!(
       workers,
-      "const w{i} :Workerd.Worker = ({code}, compatibilityDate = \"2026-11-01\", bindings = [{}], globalOutbound = \"net\");",
+      "const w{i} :Workerd.Worker = ({code}, compatibilityDate = \"2026-11-01\", bindings = [{}], globalOutbound = \"net\"{do_config});",
       bindings.join(", ")
     )
     .unwrap();
@@ -232,6 +276,14 @@ fn cellhost_dir(f: &Fixture, upstream: &str, tmp: &Path) -> PathBuf {
   for (k, v) in &f.vars {
     writeln!(toml, "{k} = {:?}", v.replace("$UPSTREAM", upstream)).unwrap();
   }
+  for (binding, class) in &f.dos {
+    writeln!(toml, "[[durable_objects.bindings]]\nname = {binding:?}\nclass_name = {class:?}").unwrap();
+  }
+  if !f.dos.is_empty() {
+    let (sql, kv): (Vec<_>, Vec<_>) =
+      f.dos.iter().map(|(_, c)| c.clone()).partition(|c| !f.kv_classes.contains(c));
+    writeln!(toml, "[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = {sql:?}\nnew_classes = {kv:?}").unwrap();
+  }
   std::fs::write(dir.join("wrangler.toml"), toml).unwrap();
   dir
 }
@@ -256,7 +308,11 @@ fn fixtures_match_workerd() {
   let mut failures = Vec::new();
   let mut compared = 0;
   for (f, waddr) in fixtures.iter().zip(&waddrs) {
-    let ch = Cellhost::start(&cellhost_dir(f, &upstream, &tmp), &["--isolates", "1"]);
+    let data = tmp.join(format!("{}-data", f.name));
+    let ch = Cellhost::start(
+      &cellhost_dir(f, &upstream, &tmp),
+      &["--isolates", "2", "--data", data.to_str().unwrap()],
+    );
     for (method, path, body) in &f.requests {
       let headers: Vec<(&str, &str)> = f
         .headers

@@ -29,12 +29,41 @@ impl std::error::Error for StorageError {}
 pub(crate) fn sqlite_error(e: rusqlite::Error) -> StorageError {
   match &e {
     rusqlite::Error::SqliteFailure(err, msg) => {
-      let code = code_name(err.extended_code & 0xff);
       let msg = msg.clone().unwrap_or_else(|| err.to_string());
-      StorageError(format!("{msg}: {code}"))
+      StorageError(format!("{msg}: {}", codes(err.extended_code)))
+    }
+    rusqlite::Error::SqlInputError { error, msg, offset, .. } => {
+      StorageError(format!("{msg} at offset {offset}: {}", codes(error.extended_code)))
     }
     other => StorageError(other.to_string()),
   }
+}
+
+/// `SQLITE_<CODE>`, plus ` (extended: SQLITE_<EXT>)` when the extended code
+/// says more, as workerd prints them.
+fn codes(extended: i32) -> String {
+  let primary = code_name(extended & 0xff);
+  match extended_name(extended) {
+    Some(ext) => format!("{primary} (extended: {ext})"),
+    None => primary.to_string(),
+  }
+}
+
+fn extended_name(code: i32) -> Option<&'static str> {
+  use rusqlite::ffi;
+  Some(match code {
+    ffi::SQLITE_CONSTRAINT_CHECK => "SQLITE_CONSTRAINT_CHECK",
+    ffi::SQLITE_CONSTRAINT_FOREIGNKEY => "SQLITE_CONSTRAINT_FOREIGNKEY",
+    ffi::SQLITE_CONSTRAINT_NOTNULL => "SQLITE_CONSTRAINT_NOTNULL",
+    ffi::SQLITE_CONSTRAINT_PRIMARYKEY => "SQLITE_CONSTRAINT_PRIMARYKEY",
+    ffi::SQLITE_CONSTRAINT_TRIGGER => "SQLITE_CONSTRAINT_TRIGGER",
+    ffi::SQLITE_CONSTRAINT_UNIQUE => "SQLITE_CONSTRAINT_UNIQUE",
+    ffi::SQLITE_CONSTRAINT_DATATYPE => "SQLITE_CONSTRAINT_DATATYPE",
+    ffi::SQLITE_IOERR_WRITE => "SQLITE_IOERR_WRITE",
+    ffi::SQLITE_IOERR_FSYNC => "SQLITE_IOERR_FSYNC",
+    ffi::SQLITE_IOERR_READ => "SQLITE_IOERR_READ",
+    _ => return None,
+  })
 }
 
 fn code_name(primary: i32) -> &'static str {
