@@ -1,0 +1,102 @@
+//! Durable Objects on one node, beyond what the differential fixtures
+//! compare: configuration errors, one instance per id across isolates,
+//! eviction, and persistence across restarts.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use support::*;
+
+fn project(name: &str, worker: &str, extra_toml: &str) -> PathBuf {
+  let d = std::env::temp_dir().join(format!("cellhost-do-{}-{name}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&d);
+  std::fs::create_dir_all(&d).unwrap();
+  std::fs::write(d.join("worker.js"), worker).unwrap();
+  std::fs::write(
+    d.join("wrangler.toml"),
+    format!("name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n{extra_toml}"),
+  )
+  .unwrap();
+  d
+}
+
+const BINDING: &str = "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n";
+
+fn data_arg(d: &Path) -> String {
+  d.join(".data").to_string_lossy().into_owned()
+}
+
+#[test]
+fn refused_migrations_and_bindings_are_named() {
+  let w = "import { DurableObject } from 'cloudflare:workers'; export class Obj extends DurableObject {} export default { fetch() { return new Response('x') } }";
+  for (what, toml) in [
+    ("renamed_classes", format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n[[migrations]]\ntag = \"v2\"\nrenamed_classes = [{{from = \"Obj\", to = \"Obj2\"}}]\n")),
+    ("deleted_classes", format!("{BINDING}[[migrations]]\ntag = \"v1\"\ndeleted_classes = [\"Old\"]\n")),
+    ("transferred_classes", format!("{BINDING}[[migrations]]\ntag = \"v1\"\ntransferred_classes = [{{from = \"A\", from_script = \"s\", to = \"B\"}}]\n")),
+    ("script_name", "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\nscript_name = \"other\"\n".to_string()),
+  ] {
+    let d = project(what, w, &toml);
+    let (code, out) = cellhost_fails(&d);
+    assert_ne!(code, Some(0), "{what} accepted");
+    assert!(out.contains(what), "{what}: {out}");
+  }
+  let d = project("missingclass", "export default { fetch() { return new Response('x') } }", &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let (code, out) = cellhost_fails(&d);
+  assert_ne!(code, Some(0));
+  assert!(out.contains("Durable Object class \"Obj\" (binding OBJ) is not exported"), "{out}");
+}
+
+#[test]
+fn kv_only_class_refuses_sql_with_workerds_message() {
+  let w = "import { DurableObject } from 'cloudflare:workers'; export class Obj extends DurableObject { async t() { await this.ctx.storage.put('k', 1); try { this.ctx.storage.sql; return 'sql available' } catch (e) { return (await this.ctx.storage.get('k')) + ' ' + e.message } } } export default { async fetch(r, env) { return new Response(await env.OBJ.getByName('x').t()) } }";
+  let d = project("kvonly", w, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_classes = [\"Obj\"]\n"));
+  let ch = Cellhost::start(&d, &["--data", &data_arg(&d)]);
+  let body = get(ch.addr, "/").text();
+  assert!(body.starts_with("1 SQL is not enabled for this Durable Object class."), "{body}");
+}
+
+const STATEFUL: &str = "import { DurableObject } from 'cloudflare:workers';
+let constructions = 0;
+export class Obj extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); constructions++; this.hits = 0; }
+  hit() { this.hits++; return { hits: this.hits, constructions, stored: (this.ctx.storage.kv.get('n') ?? 0) }; }
+  async store() { const n = (await this.ctx.storage.get('n') ?? 0) + 1; await this.ctx.storage.put('n', n); return n; }
+}
+export default { async fetch(r, env) {
+  const u = new URL(r.url); const s = env.OBJ.getByName(u.searchParams.get('n') ?? 'x');
+  return Response.json(u.pathname === '/store' ? await s.store() : await s.hit());
+} }";
+
+#[test]
+fn one_instance_per_id_across_isolates_and_connections() {
+  let d = project("oneinstance", STATEFUL, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
+  // Fresh connections land on either isolate; the object is one instance.
+  let mut last = 0;
+  for i in 1..=30 {
+    let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=one").text()).unwrap();
+    assert_eq!(v["hits"], i, "{v}");
+    last = v["constructions"].as_u64().unwrap();
+  }
+  assert_eq!(last, 1);
+}
+
+#[test]
+fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
+  let d = project("evict", STATEFUL, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let data = data_arg(&d);
+  {
+    let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
+    assert_eq!(get(ch.addr, "/store?n=e").text(), "1");
+    let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=e").text()).unwrap();
+    assert_eq!((v["hits"].as_u64(), v["constructions"].as_u64()), (Some(1), Some(1)));
+    // 10 s without events: the instance is dropped; the next call builds a new one.
+    std::thread::sleep(Duration::from_millis(11_500));
+    let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=e").text()).unwrap();
+    assert_eq!((v["hits"].as_u64(), v["constructions"].as_u64(), v["stored"].as_u64()), (Some(1), Some(2), Some(1)), "{v}");
+  }
+  let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
+  assert_eq!(get(ch.addr, "/store?n=e").text(), "2");
+}
