@@ -66,6 +66,10 @@ fn missing_table(e: &rusqlite::Error) -> bool {
 
 impl CellDb {
   pub fn kv_get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+    self.internal(|db| db.kv_get_inner(key))
+  }
+
+  fn kv_get_inner(&mut self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
     let r = self
       .conn
       .prepare_cached("SELECT value FROM _cf_KV WHERE key = ?")
@@ -78,6 +82,10 @@ impl CellDb {
   }
 
   pub fn kv_put(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
+    self.internal(|db| db.kv_put_inner(key, value))
+  }
+
+  fn kv_put_inner(&mut self, key: &str, value: &[u8]) -> Result<(), StorageError> {
     self.begin_write()?;
     self.conn.execute_batch(CREATE).map_err(sqlite_error)?;
     self
@@ -90,9 +98,13 @@ impl CellDb {
 
   /// put(entries): all or nothing, in its own savepoint.
   pub fn kv_put_many(&mut self, entries: &[(String, Vec<u8>)]) -> Result<(), StorageError> {
+    self.internal(|db| db.kv_put_many_inner(entries))
+  }
+
+  fn kv_put_many_inner(&mut self, entries: &[(String, Vec<u8>)]) -> Result<(), StorageError> {
     self.begin_write()?;
     self.conn.execute_batch("SAVEPOINT _cf_put_multiple_savepoint").map_err(sqlite_error)?;
-    let r = entries.iter().try_for_each(|(k, v)| self.kv_put(k, v));
+    let r = entries.iter().try_for_each(|(k, v)| self.kv_put_inner(k, v));
     let end = if r.is_ok() {
       "RELEASE _cf_put_multiple_savepoint"
     } else {
@@ -103,6 +115,10 @@ impl CellDb {
   }
 
   pub fn kv_delete(&mut self, key: &str) -> Result<bool, StorageError> {
+    self.internal(|db| db.kv_delete_inner(key))
+  }
+
+  fn kv_delete_inner(&mut self, key: &str) -> Result<bool, StorageError> {
     self.begin_write()?;
     let r = self
       .conn
@@ -116,6 +132,10 @@ impl CellDb {
   }
 
   pub fn kv_list(&mut self, opts: &ListOptions) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+    self.internal(|db| db.kv_list_inner(opts))
+  }
+
+  fn kv_list_inner(&mut self, opts: &ListOptions) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
     if opts.is_empty_range() {
       return Ok(Vec::new());
     }

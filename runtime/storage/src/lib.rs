@@ -3,10 +3,13 @@
 //! SQL runs on the same connection. Writes join an implicit transaction that
 //! the isolate commits at the end of its turn, for all its cells together.
 
+mod auth;
 mod kv;
 mod sql;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 
@@ -100,6 +103,8 @@ pub struct CellDb {
   in_txn: bool,
   /// Depth of transactionSync()/transaction() savepoints.
   savepoints: u32,
+  /// Set while the storage runs its own statements (see `auth`).
+  internal: Arc<AtomicBool>,
 }
 
 impl CellDb {
@@ -107,13 +112,22 @@ impl CellDb {
     if let Some(dir) = path.parent() {
       std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("{}: {e}", dir.display())))?;
     }
-    let conn = Connection::open(path).map_err(sqlite_error)?;
+    let mut conn = Connection::open(path).map_err(sqlite_error)?;
     // WAL with synchronous=FULL: every COMMIT is on disk (fsync) before it
     // returns, which is what the output gate waits for.
     conn
       .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
       .map_err(sqlite_error)?;
-    Ok(CellDb { conn, path: path.to_path_buf(), in_txn: false, savepoints: 0 })
+    let internal = auth::install(&mut conn).map_err(sqlite_error)?;
+    Ok(CellDb { conn, path: path.to_path_buf(), in_txn: false, savepoints: 0, internal })
+  }
+
+  /// Runs the storage's own statements past the user-SQL authorizer.
+  pub(crate) fn internal<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+    self.internal.store(true, Ordering::Relaxed);
+    let r = f(self);
+    self.internal.store(false, Ordering::Relaxed);
+    r
   }
 
   pub fn path(&self) -> &Path {
@@ -185,6 +199,10 @@ impl CellDb {
   /// deleteAll(): drops every table, index, view and trigger, as workerd
   /// recreates the database file.
   pub fn delete_all(&mut self) -> Result<(), StorageError> {
+    self.internal(Self::delete_all_inner)
+  }
+
+  fn delete_all_inner(&mut self) -> Result<(), StorageError> {
     self.rollback();
     self.begin_write()?;
     let objects: Vec<(String, String)> = {
@@ -206,10 +224,12 @@ impl CellDb {
   }
 
   /// `databaseSize`: (page_count - freelist_count) * page_size.
-  pub fn database_size(&self) -> Result<f64, StorageError> {
-    let q = |p: &str| -> Result<i64, StorageError> {
-      self.conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0)).map_err(sqlite_error)
-    };
-    Ok(((q("page_count")? - q("freelist_count")?) * q("page_size")?) as f64)
+  pub fn database_size(&mut self) -> Result<f64, StorageError> {
+    self.internal(|db| {
+      let q = |p: &str| -> Result<i64, StorageError> {
+        db.conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0)).map_err(sqlite_error)
+      };
+      Ok(((q("page_count")? - q("freelist_count")?) * q("page_size")?) as f64)
+    })
   }
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The Durable Object counter (one SQL write per request) on workerd and on
+# cellhost, in turn, under the same wrk load: one object at concurrency 1 and
+# 64, then a spread over 10 000 objects; resident memory after touching the
+# 10 000 objects and again once they were evicted. Prints cellhost/workerd.
+#   bash bench/counter.sh [seconds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+[ -x tests/node_modules/.bin/workerd ] || npm ci --prefix tests --no-audit --no-fund --loglevel=error
+cargo build --release -q -p cellhost
+out=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
+
+wport=$((20000 + RANDOM % 10000)); cport=$((wport + 1))
+cp examples/counter/worker.js "$out/worker.js"
+mkdir -p "$out/wstore"
+cat > "$out/config.capnp" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "counter", worker = .w), (name = "store", disk = (path = "$out/wstore", writable = true))],
+  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "counter")]);
+const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
+  compatibilityDate = "2026-11-01",
+  bindings = [(name = "COUNTER", durableObjectNamespace = "Counter")],
+  durableObjectNamespaces = [(className = "Counter", uniqueKey = "counter-Counter", enableSql = true)],
+  durableObjectStorage = (localDisk = "store"));
+CAPNP
+cat > "$out/one.lua" <<'LUA'
+wrk.method = "POST"
+wrk.path = "/increment?name=bench"
+LUA
+cat > "$out/spread.lua" <<'LUA'
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/increment?name=o" .. (n * 7919 % 10000))
+end
+LUA
+cat > "$out/touch.lua" <<'LUA'
+local n = -1
+local t = 0
+setup = function(thread) thread:set("id", t); t = t + 1 end
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/increment?name=t" .. ((n * 2 + id) % 10000))
+end
+LUA
+
+rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/?name=warm" >/dev/null && return 0; sleep 0.1; done; return 1; }
+load() { # port conns script -> "rps p99ms"
+  wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"${secs}s" --latency -s "$out/$3" "http://127.0.0.1:$1" > "$out/w.txt"
+  local rps p99
+  rps=$(awk '/Requests\/sec/ {print $2}' "$out/w.txt")
+  p99=$(awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us$/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v=v*1000}; print v}' "$out/w.txt")
+  echo "$rps $p99"
+}
+measure() { # name port pid
+  local name=$1 port=$2 pid=$3
+  wait_up "$port"
+  local base; base=$(rss_mb "$pid")
+  read -r r1 p1 < <(load "$port" 1 one.lua)
+  read -r r64 p64 < <(load "$port" 64 one.lua)
+  read -r rs ps < <(load "$port" 64 spread.lua)
+  # Touch 10 000 distinct objects (two wrk threads, each name once).
+  wrk -t2 -c2 -d30s -s "$out/touch.lua" "http://127.0.0.1:$port" >/dev/null &
+  local wp=$!
+  sleep 12; kill $wp 2>/dev/null || true; wait $wp 2>/dev/null || true
+  local touched; touched=$(rss_mb "$pid")
+  sleep 15
+  curl -s "http://127.0.0.1:$port/?name=after" >/dev/null
+  sleep 1
+  local evicted; evicted=$(rss_mb "$pid")
+  echo "$name $r1 $p1 $r64 $p64 $rs $ps $base $touched $evicted" >> "$out/results"
+}
+
+tests/node_modules/.bin/workerd serve "$out/config.capnp" >/dev/null 2>&1 &
+wpid=$!
+measure workerd "$wport" "$wpid"
+kill $wpid; wait $wpid 2>/dev/null || true
+
+RUST_LOG=warn target/release/cellhost run examples/counter --listen "127.0.0.1:$cport" --data "$out/cdata" >/dev/null 2>&1 &
+cpid=$!
+measure cellhost "$cport" "$cpid"
+kill $cpid; wait $cpid 2>/dev/null || true
+
+echo "counter (one SQL write per request), wrk ${secs}s per row, $(nproc) cores"
+printf "%-9s %9s %7s %9s %7s %11s %7s %8s %9s %9s\n" runtime "c1 req/s" "p99ms" "c64 req/s" "p99ms" "10k req/s" "p99ms" "RSS0 MB" "RSS10k" "evicted"
+while read -r n a b c d e f g h i; do
+  printf "%-9s %9.0f %7.2f %9.0f %7.2f %11.0f %7.2f %8s %9s %9s\n" "$n" "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i"
+done < "$out/results"
+read -r _ wa wb wc wd we wf _ _ _ < <(grep '^workerd' "$out/results")
+read -r _ ca cb cc cd ce cf _ _ _ < <(grep '^cellhost' "$out/results")
+r() { echo "$1/$2" | bc -l; }
+printf "ratio cellhost/workerd: c1 %.2fx (p99 %.2fx), c64 %.2fx (p99 %.2fx), 10k objects %.2fx (p99 %.2fx)\n" \
+  "$(r "$ca" "$wa")" "$(r "$cb" "$wb")" "$(r "$cc" "$wc")" "$(r "$cd" "$wd")" "$(r "$ce" "$we")" "$(r "$cf" "$wf")"
