@@ -127,8 +127,9 @@ export function remoteError(json) {
     d.remote = true;
     return d;
   }
-  e.remote = true;
+  // A reset is the runtime's doing, not an error the object threw.
   if (info.durableObjectReset) e.durableObjectReset = true;
+  else e.remote = true;
   if (info.overloaded) e.overloaded = true;
   if (info.retryable) e.retryable = true;
   if (info.durableObjectId) e.durableObjectId = info.durableObjectId;

@@ -42,6 +42,7 @@ const {
   op_do_reply,
   op_cellhost_respond_error,
   op_cellhost_log,
+  op_defer,
 } = core.ops;
 
 const KEY = SymbolFor("cellhost.illegalConstructor");
@@ -108,6 +109,7 @@ class Cell {
     this.hex = actor.id;
     this.name = actor.name;
     this.queue = [];
+    this.turnHeld = false;
     this.blocked = 0;
     this.inflight = 0;
     this.instance = null;
@@ -126,21 +128,28 @@ class Cell {
     this.pump();
   }
 
-  // The input gate: events start only while no critical section is open.
-  // The constructor runs on the first event, under the gate, so a
-  // blockConcurrencyWhile() in it holds that event back too.
+  // The input gate: an event starts only while no critical section is open
+  // and no other event started in this turn; the gate reopens on the next
+  // macrotask, so an event's microtasks (settled storage promises included)
+  // finish before the next event runs. The constructor runs on the first
+  // event, under the gate, so a blockConcurrencyWhile() in it holds that
+  // event back too.
   pump() {
-    while (this.blocked === 0 && this.queue.length > 0) {
-      if (this.instance === null && this.broken === null) {
-        try {
-          this.construct();
-        } catch {
-          return; // break() failed every queued event
-        }
-        if (this.blocked > 0) return;
+    if (this.turnHeld || this.blocked > 0 || this.queue.length === 0) return;
+    if (this.instance === null && this.broken === null) {
+      try {
+        this.construct();
+      } catch {
+        return; // break() failed every queued event
       }
-      this.run(this.queue.shift());
+      if (this.blocked > 0) return;
     }
+    this.turnHeld = true;
+    op_defer().then(() => {
+      this.turnHeld = false;
+      this.pump();
+    });
+    this.run(this.queue.shift());
   }
 
   construct() {
@@ -469,11 +478,6 @@ class DurableObjectStorage {
     return new Promise((resolve) => setTimeout(resolve, 0));
   }
   get sql() {
-    if (!this.#cell.cls.sqlite) {
-      throw new Error(
-        "SQL is not enabled for this Durable Object class. To enable it, set `enableSql = true` in your workerd config for the class. If using wrangler, make sure the class is declared in a `new_sqlite_classes` migration.",
-      );
-    }
     return this.#sql ??= new SqlStorage(KEY, this.#cell);
   }
   get kv() {
@@ -519,6 +523,15 @@ class SyncKvStorage {
 
 // -- SQL ---------------------------------------------------------------------
 
+function sqlHandle(cell) {
+  if (!cell.cls.sqlite) {
+    throw new Error(
+      "SQL is not enabled for this Durable Object class. To enable it, set `enableSql = true` in your workerd config for the class. If using wrangler, make sure the class is declared in a `new_sqlite_classes` migration.",
+    );
+  }
+  return handle(cell);
+}
+
 function binding(v) {
   if (v === null || v === undefined || typeof v === "number" || typeof v === "string") return v;
   if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return v;
@@ -532,11 +545,11 @@ class SqlStorage {
     this.#cell = cell;
   }
   exec(query, ...bindings) {
-    const out = op_sql_exec(handle(this.#cell), `${query}`, bindings.map(binding));
+    const out = op_sql_exec(sqlHandle(this.#cell), `${query}`, bindings.map(binding));
     return new SqlStorageCursor(KEY, out);
   }
   get databaseSize() {
-    return op_sql_database_size(handle(this.#cell));
+    return op_sql_database_size(sqlHandle(this.#cell));
   }
 }
 

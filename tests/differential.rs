@@ -153,8 +153,11 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
   let mut sockets = Vec::new();
   let mut addrs = Vec::new();
   let mut workers = String::new();
+  // Hold every port until all are chosen, so no two fixtures get the same one.
+  let held: Vec<std::net::TcpListener> =
+    fixtures.iter().map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
   for (i, f) in fixtures.iter().enumerate() {
-    let port = free_port();
+    let port = held[i].local_addr().unwrap().port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     addrs.push(addr);
     services.push(format!("(name = \"s{i}\", worker = .w{i})"));
@@ -248,6 +251,7 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
   .unwrap();
   let path = tmp.join("config.capnp");
   std::fs::write(&path, cfg).unwrap();
+  drop(held);
   let child = Command::new(workerd_bin())
     .arg("serve")
     .arg(&path)
@@ -340,8 +344,13 @@ fn fixtures_match_workerd() {
       }
     }
   }
+  let alive = workerd.try_wait().map(|s| s.is_none()).unwrap_or(false);
   let _ = workerd.kill();
   let _ = workerd.wait();
+  let wlog = std::fs::read_to_string(tmp.join("workerd.log")).unwrap_or_default();
+  if !alive {
+    failures.push(format!("workerd exited during the run; its log:\n{wlog}"));
+  }
   let _ = std::fs::remove_dir_all(&tmp);
   println!(
     "{} fixtures, {compared} requests compared, {} differ",

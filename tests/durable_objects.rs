@@ -50,7 +50,7 @@ fn refused_migrations_and_bindings_are_named() {
 
 #[test]
 fn kv_only_class_refuses_sql_with_workerds_message() {
-  let w = "import { DurableObject } from 'cloudflare:workers'; export class Obj extends DurableObject { async t() { await this.ctx.storage.put('k', 1); try { this.ctx.storage.sql; return 'sql available' } catch (e) { return (await this.ctx.storage.get('k')) + ' ' + e.message } } } export default { async fetch(r, env) { return new Response(await env.OBJ.getByName('x').t()) } }";
+  let w = "import { DurableObject } from 'cloudflare:workers'; export class Obj extends DurableObject { async t() { await this.ctx.storage.put('k', 1); try { this.ctx.storage.sql.exec('SELECT 1'); return 'sql available' } catch (e) { return (await this.ctx.storage.get('k')) + ' ' + e.message } } } export default { async fetch(r, env) { return new Response(await env.OBJ.getByName('x').t()) } }";
   let d = project("kvonly", w, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_classes = [\"Obj\"]\n"));
   let ch = Cellhost::start(&d, &["--data", &data_arg(&d)]);
   let body = get(ch.addr, "/").text();
