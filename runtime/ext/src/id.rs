@@ -61,6 +61,22 @@ pub fn to_hex(id: &Id) -> String {
 mod tests {
   use super::*;
 
+  /// Ids `wrangler dev` gives for these script and class names: computed by
+  /// miniflare's `durableObjectNamespaceIdFromName` (wrangler 4.86.0), whose
+  /// unique key is `<script name>-<ClassName>`.
+  #[test]
+  fn ids_match_wrangler_dev() {
+    let cases = [
+      ("counter-Counter", "a", "131f150e8659005742bf5954011a81428d5f0f721e2071278f57542397896f3c"),
+      ("counter-Counter", "", "fd2686b6179ca9e34aeebf6e50318e179562e9eba2a1514eeef0c81b666bcd14"),
+      ("counter-Counter", "ünï😀", "66539fe2c4daefec69a72fad40c852b98ad9afb7a637fe7b6eb654ba050a7e66"),
+      ("worker-MyDurableObject", "foo", "79a0e26951e811698d50dca4c868674068e922f365122669d3008eae4be8d3f0"),
+    ];
+    for (unique_key, name, hex) in cases {
+      assert_eq!(to_hex(&from_name(&namespace_key(unique_key), name)), hex, "{unique_key} {name:?}");
+    }
+  }
+
   #[test]
   fn name_ids_are_deterministic_and_verifiable() {
     let k = namespace_key("worker-Counter");
