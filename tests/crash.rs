@@ -23,8 +23,14 @@ impl Rng {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
-  let kills: usize = std::env::var("CELLHOST_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
-  let seed: u64 = std::env::var("CELLHOST_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+  let kills: usize = std::env::var("CELLHOST_CRASH_KILLS")
+    .ok()
+    .and_then(|v| v.parse().ok())
+    .unwrap_or(100);
+  let seed: u64 = std::env::var("CELLHOST_CRASH_SEED")
+    .ok()
+    .and_then(|v| v.parse().ok())
+    .unwrap_or(0x5eed);
   let mut rng = Rng(seed | 1);
   let data = std::env::temp_dir().join(format!("cellhost-crash-{}", std::process::id()));
   let _ = std::fs::remove_dir_all(&data);
@@ -34,13 +40,22 @@ fn acknowledged_writes_survive_sigkill() {
   let acked: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
   let mut total_acks = 0u64;
   for round in 0..kills {
-    let ch = Cellhost::start(&example, &["--data", data.to_str().unwrap(), "--isolates", "2"]);
+    let ch = Cellhost::start(
+      &example,
+      &["--data", data.to_str().unwrap(), "--isolates", "2"],
+    );
     // Everything acknowledged before must have survived the last kill.
     for (i, n) in names.iter().enumerate() {
       let r = get(ch.addr, &format!("/?name={n}"));
-      let have: u64 = r.text().parse().unwrap_or_else(|_| panic!("round {round}: {}", r.text()));
+      let have: u64 = r
+        .text()
+        .parse()
+        .unwrap_or_else(|_| panic!("round {round}: {}", r.text()));
       let want = acked[i].load(Ordering::SeqCst);
-      assert!(have >= want, "seed {seed} round {round}: counter {n} is {have}, but {want} was acknowledged");
+      assert!(
+        have >= want,
+        "seed {seed} round {round}: counter {n} is {have}, but {want} was acknowledged"
+      );
     }
     // Clients write until the kill; the kill lands at a random moment.
     let stop = Arc::new(AtomicBool::new(false));
@@ -76,10 +91,16 @@ fn acknowledged_writes_survive_sigkill() {
   let ch = Cellhost::start(&example, &["--data", data.to_str().unwrap()]);
   for (i, n) in names.iter().enumerate() {
     let have: u64 = get(ch.addr, &format!("/?name={n}")).text().parse().unwrap();
-    assert!(have >= acked[i].load(Ordering::SeqCst), "final: counter {n} lost acknowledged writes");
+    assert!(
+      have >= acked[i].load(Ordering::SeqCst),
+      "final: counter {n} lost acknowledged writes"
+    );
   }
   println!("{kills} SIGKILLs, {total_acks} acknowledged increments, none lost (seed {seed})");
-  assert!(total_acks > kills as u64, "too few writes were acknowledged to mean anything");
+  assert!(
+    total_acks > kills as u64,
+    "too few writes were acknowledged to mean anything"
+  );
   drop(ch);
   let _ = std::fs::remove_dir_all(&data);
 }

@@ -154,8 +154,10 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
   let mut addrs = Vec::new();
   let mut workers = String::new();
   // Hold every port until all are chosen, so no two fixtures get the same one.
-  let held: Vec<std::net::TcpListener> =
-    fixtures.iter().map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+  let held: Vec<std::net::TcpListener> = fixtures
+    .iter()
+    .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+    .collect();
   for (i, f) in fixtures.iter().enumerate() {
     let port = held[i].local_addr().unwrap().port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -281,12 +283,23 @@ fn cellhost_dir(f: &Fixture, upstream: &str, tmp: &Path) -> PathBuf {
     writeln!(toml, "{k} = {:?}", v.replace("$UPSTREAM", upstream)).unwrap();
   }
   for (binding, class) in &f.dos {
-    writeln!(toml, "[[durable_objects.bindings]]\nname = {binding:?}\nclass_name = {class:?}").unwrap();
+    writeln!(
+      toml,
+      "[[durable_objects.bindings]]\nname = {binding:?}\nclass_name = {class:?}"
+    )
+    .unwrap();
   }
   if !f.dos.is_empty() {
-    let (sql, kv): (Vec<_>, Vec<_>) =
-      f.dos.iter().map(|(_, c)| c.clone()).partition(|c| !f.kv_classes.contains(c));
-    writeln!(toml, "[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = {sql:?}\nnew_classes = {kv:?}").unwrap();
+    let (sql, kv): (Vec<_>, Vec<_>) = f
+      .dos
+      .iter()
+      .map(|(_, c)| c.clone())
+      .partition(|c| !f.kv_classes.contains(c));
+    writeln!(
+      toml,
+      "[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = {sql:?}\nnew_classes = {kv:?}"
+    )
+    .unwrap();
   }
   std::fs::write(dir.join("wrangler.toml"), toml).unwrap();
   dir

@@ -16,7 +16,9 @@ fn project(name: &str, worker: &str, extra_toml: &str) -> PathBuf {
   std::fs::write(d.join("worker.js"), worker).unwrap();
   std::fs::write(
     d.join("wrangler.toml"),
-    format!("name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n{extra_toml}"),
+    format!(
+      "name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n{extra_toml}"
+    ),
   )
   .unwrap();
   d
@@ -42,19 +44,33 @@ fn refused_migrations_and_bindings_are_named() {
     assert_ne!(code, Some(0), "{what} accepted");
     assert!(out.contains(what), "{what}: {out}");
   }
-  let d = project("missingclass", "export default { fetch() { return new Response('x') } }", &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let d = project(
+    "missingclass",
+    "export default { fetch() { return new Response('x') } }",
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
   let (code, out) = cellhost_fails(&d);
   assert_ne!(code, Some(0));
-  assert!(out.contains("Durable Object class \"Obj\" (binding OBJ) is not exported"), "{out}");
+  assert!(
+    out.contains("Durable Object class \"Obj\" (binding OBJ) is not exported"),
+    "{out}"
+  );
 }
 
 #[test]
 fn kv_only_class_refuses_sql_with_workerds_message() {
   let w = "import { DurableObject } from 'cloudflare:workers'; export class Obj extends DurableObject { async t() { await this.ctx.storage.put('k', 1); try { this.ctx.storage.sql.exec('SELECT 1'); return 'sql available' } catch (e) { return (await this.ctx.storage.get('k')) + ' ' + e.message } } } export default { async fetch(r, env) { return new Response(await env.OBJ.getByName('x').t()) } }";
-  let d = project("kvonly", w, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_classes = [\"Obj\"]\n"));
+  let d = project(
+    "kvonly",
+    w,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_classes = [\"Obj\"]\n"),
+  );
   let ch = Cellhost::start(&d, &["--data", &data_arg(&d)]);
   let body = get(ch.addr, "/").text();
-  assert!(body.starts_with("1 SQL is not enabled for this Durable Object class."), "{body}");
+  assert!(
+    body.starts_with("1 SQL is not enabled for this Durable Object class."),
+    "{body}"
+  );
 }
 
 const STATEFUL: &str = "import { DurableObject } from 'cloudflare:workers';
@@ -71,7 +87,11 @@ export default { async fetch(r, env) {
 
 #[test]
 fn one_instance_per_id_across_isolates_and_connections() {
-  let d = project("oneinstance", STATEFUL, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let d = project(
+    "oneinstance",
+    STATEFUL,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
   let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
   // Fresh connections land on either isolate; the object is one instance.
   let mut last = 0;
@@ -85,17 +105,32 @@ fn one_instance_per_id_across_isolates_and_connections() {
 
 #[test]
 fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
-  let d = project("evict", STATEFUL, &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"));
+  let d = project(
+    "evict",
+    STATEFUL,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
   let data = data_arg(&d);
   {
     let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
     assert_eq!(get(ch.addr, "/store?n=e").text(), "1");
     let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=e").text()).unwrap();
-    assert_eq!((v["hits"].as_u64(), v["constructions"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+      (v["hits"].as_u64(), v["constructions"].as_u64()),
+      (Some(1), Some(1))
+    );
     // 10 s without events: the instance is dropped; the next call builds a new one.
     std::thread::sleep(Duration::from_millis(11_500));
     let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=e").text()).unwrap();
-    assert_eq!((v["hits"].as_u64(), v["constructions"].as_u64(), v["stored"].as_u64()), (Some(1), Some(2), Some(1)), "{v}");
+    assert_eq!(
+      (
+        v["hits"].as_u64(),
+        v["constructions"].as_u64(),
+        v["stored"].as_u64()
+      ),
+      (Some(1), Some(2), Some(1)),
+      "{v}"
+    );
   }
   let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
   assert_eq!(get(ch.addr, "/store?n=e").text(), "2");

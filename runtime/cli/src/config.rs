@@ -68,7 +68,10 @@ fn namespaces(
       ("transferred_classes", &m.transferred_classes),
     ] {
       if !list.is_empty() {
-        bail!("{}: migration {tag} uses {what}, which cellhost does not support yet", file.display());
+        bail!(
+          "{}: migration {tag} uses {what}, which cellhost does not support yet",
+          file.display()
+        );
       }
     }
     sqlite.extend(m.new_sqlite_classes.iter().cloned());
@@ -101,7 +104,10 @@ pub fn load(path: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   if path.is_dir() {
     from_dir(&path, data_dir)
   } else {
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+      .file_stem()
+      .map(|s| s.to_string_lossy().into_owned())
+      .unwrap_or_default();
     spec(name, path, Map::new(), Vec::new(), data_dir)
   }
 }
@@ -166,10 +172,22 @@ fn spec(
   let source = std::fs::read_to_string(&main).with_context(|| format!("{}", main.display()))?;
   let format = WorkerSpec::detect_format(&source);
   if format == cellhost_host::Format::ServiceWorker && !durable_objects.is_empty() {
-    bail!("{}: Durable Objects need a module Worker (export the classes)", main.display());
+    bail!(
+      "{}: Durable Objects need a module Worker (export the classes)",
+      main.display()
+    );
   }
   let data_dir = data_dir.to_path_buf();
-  Ok(Worker { name, spec: WorkerSpec { main, format, env, durable_objects, data_dir } })
+  Ok(Worker {
+    name,
+    spec: WorkerSpec {
+      main,
+      format,
+      env,
+      durable_objects,
+      data_dir,
+    },
+  })
 }
 
 /// `.dev.vars`: KEY=VALUE lines, `#` comments, optional quotes.

@@ -65,7 +65,10 @@ impl Router {
   }
 
   fn ns(&self, ns: u32) -> Result<&Namespace, JsErrorBox> {
-    self.namespaces.get(ns as usize).ok_or_else(|| JsErrorBox::type_error("unknown namespace"))
+    self
+      .namespaces
+      .get(ns as usize)
+      .ok_or_else(|| JsErrorBox::type_error("unknown namespace"))
   }
 }
 
@@ -75,7 +78,11 @@ fn router(state: &OpState) -> Router {
 
 #[op2]
 #[string]
-pub fn op_do_id_from_name(state: &mut OpState, #[smi] ns: u32, #[string] name: &str) -> Result<String, JsErrorBox> {
+pub fn op_do_id_from_name(
+  state: &mut OpState,
+  #[smi] ns: u32,
+  #[string] name: &str,
+) -> Result<String, JsErrorBox> {
   let r = router(state);
   Ok(id::to_hex(&id::from_name(&r.ns(ns)?.key, name)))
 }
@@ -98,7 +105,11 @@ fn getrandom(buf: &mut [u8]) {
 
 #[op2]
 #[string]
-pub fn op_do_id_from_string(state: &mut OpState, #[smi] ns: u32, #[string] s: &str) -> Result<String, JsErrorBox> {
+pub fn op_do_id_from_string(
+  state: &mut OpState,
+  #[smi] ns: u32,
+  #[string] s: &str,
+) -> Result<String, JsErrorBox> {
   let r = router(state);
   let id = id::from_string(&r.ns(ns)?.key, s).map_err(JsErrorBox::type_error)?;
   Ok(id::to_hex(&id))
@@ -129,7 +140,10 @@ pub async fn op_do_fetch(
     let mut st = state.borrow_mut();
     let body = match body_rid {
       Some(rid) => {
-        let res = st.resource_table.take_any(rid).map_err(JsErrorBox::from_err)?;
+        let res = st
+          .resource_table
+          .take_any(rid)
+          .map_err(JsErrorBox::from_err)?;
         Some(ReplyStream::stream(pump(res)).boxed_unsync())
       }
       None => None,
@@ -138,20 +152,43 @@ pub async fn op_do_fetch(
   };
   let target = ActorTarget { ns, id, name };
   let (tx, rx) = oneshot::channel();
-  let job = HttpJob { actor: Some(target.clone()), method, url, headers, body, reply: tx };
+  let job = HttpJob {
+    actor: Some(target.clone()),
+    method,
+    url,
+    headers,
+    body,
+    reply: tx,
+  };
   router.send(&target, Job::Http(job))?;
-  let reply: HttpReply = rx.await.map_err(|_| JsErrorBox::generic("Network connection lost."))?;
+  let reply: HttpReply = rx
+    .await
+    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
   let body = match reply.body {
     ReplyBody::Error(e) => {
-      return Ok(ActorResponse { status: 500, headers: vec![], body_rid: None, error: Some(e) });
+      return Ok(ActorResponse {
+        status: 500,
+        headers: vec![],
+        body_rid: None,
+        error: Some(e),
+      });
     }
     ReplyBody::Full(b) if b.is_empty() => None,
     ReplyBody::Full(b) => Some(ReplyStream::full(b)),
     ReplyBody::Stream(rx) => Some(ReplyStream::stream(rx)),
   };
-  let body_rid =
-    body.map(|b| state.borrow_mut().resource_table.add(RequestBody::new(b.boxed_unsync())));
-  Ok(ActorResponse { status: reply.status, headers: reply.headers, body_rid, error: None })
+  let body_rid = body.map(|b| {
+    state
+      .borrow_mut()
+      .resource_table
+      .add(RequestBody::new(b.boxed_unsync()))
+  });
+  Ok(ActorResponse {
+    status: reply.status,
+    headers: reply.headers,
+    body_rid,
+    error: None,
+  })
 }
 
 /// `stub.method(...args)`: returns `[ok, payload]` (value bytes, or error JSON).
@@ -167,8 +204,18 @@ pub async fn op_do_call(
   let router = router(&state.borrow());
   let target = ActorTarget { ns, id, name };
   let (tx, rx) = oneshot::channel();
-  router.send(&target, Job::Rpc(RpcJob { target: target.clone(), method, args, reply: tx }))?;
-  let reply: RpcReply = rx.await.map_err(|_| JsErrorBox::generic("Network connection lost."))?;
+  router.send(
+    &target,
+    Job::Rpc(RpcJob {
+      target: target.clone(),
+      method,
+      args,
+      reply: tx,
+    }),
+  )?;
+  let reply: RpcReply = rx
+    .await
+    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
   Ok((reply.ok, reply.payload.into()))
 }
 
@@ -176,6 +223,12 @@ pub async fn op_do_call(
 #[op2(fast)]
 pub fn op_do_reply(state: &mut OpState, #[smi] id: u32, ok: bool, #[buffer] payload: &[u8]) {
   let gated = gated(state);
-  inbox(state).complete_rpc(id, RpcReply { ok, payload: payload.to_vec() }, gated);
+  inbox(state).complete_rpc(
+    id,
+    RpcReply {
+      ok,
+      payload: payload.to_vec(),
+    },
+    gated,
+  );
 }
-

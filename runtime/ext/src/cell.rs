@@ -19,7 +19,12 @@ pub struct Cells {
 
 impl Cells {
   pub fn new(data_dir: PathBuf) -> Self {
-    Cells { data_dir, dbs: HashMap::new(), next: 1, dirty: HashSet::new() }
+    Cells {
+      data_dir,
+      dbs: HashMap::new(),
+      next: 1,
+      dirty: HashSet::new(),
+    }
   }
 
   /// Writes were made this turn that no commit covers yet; output that
@@ -43,7 +48,10 @@ impl Cells {
   }
 
   fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
-    self.dbs.get_mut(&h).ok_or_else(|| JsErrorBox::generic("Durable Object storage is no longer accessible."))
+    self
+      .dbs
+      .get_mut(&h)
+      .ok_or_else(|| JsErrorBox::generic("Durable Object storage is no longer accessible."))
   }
 
   /// A write: the cell joins this turn's commit.
@@ -105,7 +113,13 @@ pub fn op_kv_get(
   #[smi] h: u32,
   #[string] key: &str,
 ) -> Result<Option<Uint8Array>, JsErrorBox> {
-  Ok(cells(state).db(h)?.kv_get(key).map_err(err)?.map(Uint8Array::from))
+  Ok(
+    cells(state)
+      .db(h)?
+      .kv_get(key)
+      .map_err(err)?
+      .map(Uint8Array::from),
+  )
 }
 
 #[op2(fast)]
@@ -124,12 +138,19 @@ pub fn op_kv_put_many(
   #[smi] h: u32,
   #[scoped] entries: Vec<(String, Uint8Array)>,
 ) -> Result<(), JsErrorBox> {
-  let entries: Vec<(String, Vec<u8>)> = entries.into_iter().map(|(k, v)| (k, v.0.to_vec())).collect();
+  let entries: Vec<(String, Vec<u8>)> = entries
+    .into_iter()
+    .map(|(k, v)| (k, v.0.to_vec()))
+    .collect();
   cells(state).db_w(h)?.kv_put_many(&entries).map_err(err)
 }
 
 #[op2(fast)]
-pub fn op_kv_delete(state: &mut OpState, #[smi] h: u32, #[string] key: &str) -> Result<bool, JsErrorBox> {
+pub fn op_kv_delete(
+  state: &mut OpState,
+  #[smi] h: u32,
+  #[string] key: &str,
+) -> Result<bool, JsErrorBox> {
   cells(state).db_w(h)?.kv_delete(key).map_err(err)
 }
 
@@ -154,7 +175,12 @@ pub fn op_kv_list(
     limit.map(|l| l as u64),
   );
   let rows = cells(state).db(h)?.kv_list(&opts).map_err(err)?;
-  Ok(rows.into_iter().map(|(k, v)| (k, Uint8Array::from(v))).collect())
+  Ok(
+    rows
+      .into_iter()
+      .map(|(k, v)| (k, Uint8Array::from(v)))
+      .collect(),
+  )
 }
 
 #[op2(fast)]
@@ -182,7 +208,12 @@ pub fn op_txn_finish(
   commit: bool,
 ) -> Result<(), JsErrorBox> {
   let db = cells(state).db_w(h)?;
-  if commit { db.release(depth) } else { db.rollback_to(depth) }.map_err(err)
+  if commit {
+    db.release(depth)
+  } else {
+    db.rollback_to(depth)
+  }
+  .map_err(err)
 }
 
 /// sql.exec(): returns `[columns, rows, rowsRead, rowsWritten]`.
@@ -209,7 +240,9 @@ pub fn op_sql_exec<'a>(
       let len = ab.byte_length();
       let bytes = match ab.data() {
         // SAFETY: the backing store holds `len` bytes while `ab` is alive.
-        Some(p) if len > 0 => unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u8, len) }.to_vec(),
+        Some(p) if len > 0 => {
+          unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u8, len) }.to_vec()
+        }
         _ => Vec::new(),
       };
       SqlValue::Blob(bytes)
@@ -223,8 +256,11 @@ pub fn op_sql_exec<'a>(
     cells(state).dirty.insert(h);
   }
   let result = result.map_err(err)?;
-  let columns: Vec<v8::Local<v8::Value>> =
-    result.columns.iter().map(|c| v8::String::new(scope, c).unwrap().into()).collect();
+  let columns: Vec<v8::Local<v8::Value>> = result
+    .columns
+    .iter()
+    .map(|c| v8::String::new(scope, c).unwrap().into())
+    .collect();
   let mut rows = Vec::with_capacity(result.rows.len());
   for row in &result.rows {
     let cells: Vec<v8::Local<v8::Value>> = row

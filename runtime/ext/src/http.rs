@@ -117,10 +117,17 @@ impl Inbox {
     self.held.borrow_mut().clear();
     for (_, tx) in self.pending.borrow_mut().drain() {
       let body = ReplyBody::Error(reason.to_string());
-      let _ = tx.send(HttpReply { status: 500, headers: Vec::new(), body });
+      let _ = tx.send(HttpReply {
+        status: 500,
+        headers: Vec::new(),
+        body,
+      });
     }
     for (_, tx) in self.pending_rpc.borrow_mut().drain() {
-      let _ = tx.send(RpcReply { ok: false, payload: error_json(reason, false) });
+      let _ = tx.send(RpcReply {
+        ok: false,
+        payload: error_json(reason, false),
+      });
     }
   }
 
@@ -137,11 +144,22 @@ impl Inbox {
         (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
         (Held::Http(id, _), Some(reason)) => {
           let body = ReplyBody::Error(reason.to_string());
-          self.send_http(id, HttpReply { status: 500, headers: Vec::new(), body })
+          self.send_http(
+            id,
+            HttpReply {
+              status: 500,
+              headers: Vec::new(),
+              body,
+            },
+          )
         }
-        (Held::Rpc(id, _), Some(reason)) => {
-          self.send_rpc(id, RpcReply { ok: false, payload: error_json(reason, true) })
-        }
+        (Held::Rpc(id, _), Some(reason)) => self.send_rpc(
+          id,
+          RpcReply {
+            ok: false,
+            payload: error_json(reason, true),
+          },
+        ),
       }
     }
   }
@@ -208,7 +226,11 @@ pub struct JsActor {
 
 impl From<ActorTarget> for JsActor {
   fn from(t: ActorTarget) -> Self {
-    JsActor { ns: t.ns, id: t.id, name: t.name }
+    JsActor {
+      ns: t.ns,
+      id: t.id,
+      name: t.name,
+    }
   }
 }
 
@@ -219,7 +241,9 @@ pub(crate) fn inbox(state: &OpState) -> Rc<Inbox> {
 /// The output gate: while this turn has uncommitted writes, output waits
 /// for the end-of-turn commit.
 pub(crate) fn gated(state: &OpState) -> bool {
-  state.try_borrow::<crate::cell::Cells>().is_some_and(|c| c.has_pending_writes())
+  state
+    .try_borrow::<crate::cell::Cells>()
+    .is_some_and(|c| c.has_pending_writes())
 }
 
 /// Waits for the next requests; returns every queued one at once so a busy
@@ -241,7 +265,9 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
       match job {
         Job::Http(job) => {
           inbox.pending.borrow_mut().insert(id, job.reply);
-          let body_rid = job.body.map(|b| state.resource_table.add(RequestBody::new(b)));
+          let body_rid = job
+            .body
+            .map(|b| state.resource_table.add(RequestBody::new(b)));
           JsJob {
             id,
             kind: "http",
@@ -311,7 +337,13 @@ pub fn op_cellhost_respond_stream(
   #[smi] rid: ResourceId,
 ) -> Result<(), deno_core::error::ResourceError> {
   let resource = state.resource_table.take_any(rid)?;
-  respond(state, id, status, headers, ReplyBody::Stream(pump(resource)));
+  respond(
+    state,
+    id,
+    status,
+    headers,
+    ReplyBody::Stream(pump(resource)),
+  );
   Ok(())
 }
 
@@ -322,15 +354,17 @@ fn respond(
   headers: Vec<(ByteString, ByteString)>,
   body: ReplyBody,
 ) {
-  let reply = HttpReply { status: status as u16, headers, body };
+  let reply = HttpReply {
+    status: status as u16,
+    headers,
+    body,
+  };
   inbox(state).complete(id, reply, gated(state));
 }
 
 /// Reads a readable resource (a JavaScript stream) into a channel, so the
 /// bytes can leave the isolate thread.
-pub(crate) fn pump(
-  resource: Rc<dyn Resource>,
-) -> mpsc::Receiver<Result<Bytes, BoxError>> {
+pub(crate) fn pump(resource: Rc<dyn Resource>) -> mpsc::Receiver<Result<Bytes, BoxError>> {
   let (tx, rx) = mpsc::channel(4);
   deno_core::unsync::spawn(async move {
     loop {

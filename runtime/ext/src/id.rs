@@ -67,13 +67,33 @@ mod tests {
   #[test]
   fn ids_match_wrangler_dev() {
     let cases = [
-      ("counter-Counter", "a", "131f150e8659005742bf5954011a81428d5f0f721e2071278f57542397896f3c"),
-      ("counter-Counter", "", "fd2686b6179ca9e34aeebf6e50318e179562e9eba2a1514eeef0c81b666bcd14"),
-      ("counter-Counter", "ünï😀", "66539fe2c4daefec69a72fad40c852b98ad9afb7a637fe7b6eb654ba050a7e66"),
-      ("worker-MyDurableObject", "foo", "79a0e26951e811698d50dca4c868674068e922f365122669d3008eae4be8d3f0"),
+      (
+        "counter-Counter",
+        "a",
+        "131f150e8659005742bf5954011a81428d5f0f721e2071278f57542397896f3c",
+      ),
+      (
+        "counter-Counter",
+        "",
+        "fd2686b6179ca9e34aeebf6e50318e179562e9eba2a1514eeef0c81b666bcd14",
+      ),
+      (
+        "counter-Counter",
+        "ünï😀",
+        "66539fe2c4daefec69a72fad40c852b98ad9afb7a637fe7b6eb654ba050a7e66",
+      ),
+      (
+        "worker-MyDurableObject",
+        "foo",
+        "79a0e26951e811698d50dca4c868674068e922f365122669d3008eae4be8d3f0",
+      ),
     ];
     for (unique_key, name, hex) in cases {
-      assert_eq!(to_hex(&from_name(&namespace_key(unique_key), name)), hex, "{unique_key} {name:?}");
+      assert_eq!(
+        to_hex(&from_name(&namespace_key(unique_key), name)),
+        hex,
+        "{unique_key} {name:?}"
+      );
     }
   }
 
@@ -87,11 +107,20 @@ mod tests {
     assert_eq!(from_string(&k, &hex), Ok(a));
     assert_eq!(from_string(&k, &hex.to_uppercase()), Ok(a));
     let other = namespace_key("other-Counter");
-    assert_eq!(from_string(&other, &hex), Err("Durable Object ID is not valid for this namespace."));
-    assert_eq!(from_string(&k, &hex[..63]), Err("Invalid Durable Object ID: must be 64 hex digits"));
+    assert_eq!(
+      from_string(&other, &hex),
+      Err("Durable Object ID is not valid for this namespace.")
+    );
+    assert_eq!(
+      from_string(&k, &hex[..63]),
+      Err("Invalid Durable Object ID: must be 64 hex digits")
+    );
     let mut flipped = hex.clone().into_bytes();
     flipped[40] = if flipped[40] == b'0' { b'1' } else { b'0' };
     let flipped = String::from_utf8(flipped).unwrap();
-    assert_eq!(from_string(&k, &flipped), Err("Durable Object ID is not valid for this namespace."));
+    assert_eq!(
+      from_string(&k, &flipped),
+      Err("Durable Object ID is not valid for this namespace.")
+    );
   }
 }

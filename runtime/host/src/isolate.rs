@@ -259,9 +259,15 @@ async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
       if failed.is_empty() {
         inbox.release_held(None);
       } else {
-        let reason = failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("; ");
+        let reason = failed
+          .iter()
+          .map(|(_, e)| e.as_str())
+          .collect::<Vec<_>>()
+          .join("; ");
         tracing::error!("commit failed: {reason}");
-        inbox.release_held(Some(&format!("Durable Object reset because its storage commit failed: {reason}")));
+        inbox.release_held(Some(&format!(
+          "Durable Object reset because its storage commit failed: {reason}"
+        )));
       }
       r
     })

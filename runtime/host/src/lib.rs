@@ -11,7 +11,9 @@ mod watchdog;
 
 use std::path::PathBuf;
 
-pub use cellhost_ext::{Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream};
+pub use cellhost_ext::{
+  Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream,
+};
 pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
 
 mod snapshot {

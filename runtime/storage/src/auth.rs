@@ -51,7 +51,10 @@ pub(crate) fn install(conn: &mut rusqlite::Connection) -> rusqlite::Result<Arc<A
 fn decide(ctx: &AuthContext<'_>) -> Authorization {
   use AuthAction::*;
   let deny = Authorization::Deny;
-  if ctx.database_name.is_some_and(|d| d != "main" && d != "temp") {
+  if ctx
+    .database_name
+    .is_some_and(|d| d != "main" && d != "temp")
+  {
     return deny;
   }
   match ctx.action {
@@ -67,16 +70,22 @@ fn decide(ctx: &AuthContext<'_>) -> Authorization {
     {
       deny
     }
-    CreateIndex { index_name, table_name } | DropIndex { index_name, table_name }
-      if cf(index_name) || cf(table_name) =>
-    {
-      deny
+    CreateIndex {
+      index_name,
+      table_name,
     }
-    CreateTrigger { trigger_name, table_name } | DropTrigger { trigger_name, table_name }
-      if cf(trigger_name) || cf(table_name) =>
-    {
-      deny
+    | DropIndex {
+      index_name,
+      table_name,
+    } if cf(index_name) || cf(table_name) => deny,
+    CreateTrigger {
+      trigger_name,
+      table_name,
     }
+    | DropTrigger {
+      trigger_name,
+      table_name,
+    } if cf(trigger_name) || cf(table_name) => deny,
     CreateView { view_name } | DropView { view_name } if cf(view_name) => deny,
     CreateTempIndex { .. }
     | CreateTempTable { .. }
@@ -88,14 +97,24 @@ fn decide(ctx: &AuthContext<'_>) -> Authorization {
     | DropTempView { .. }
     | Attach { .. }
     | Detach { .. } => deny,
-    CreateVtable { module_name, table_name } | DropVtable { module_name, table_name } => {
+    CreateVtable {
+      module_name,
+      table_name,
+    }
+    | DropVtable {
+      module_name,
+      table_name,
+    } => {
       if cf(table_name) || !VTABLES.iter().any(|m| m.eq_ignore_ascii_case(module_name)) {
         deny
       } else {
         Authorization::Allow
       }
     }
-    Pragma { pragma_name, pragma_value } => {
+    Pragma {
+      pragma_name,
+      pragma_value,
+    } => {
       let name = pragma_name.to_ascii_lowercase();
       let ok = if PRAGMAS_READ.contains(&name.as_str()) {
         pragma_value.is_none()

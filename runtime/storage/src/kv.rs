@@ -52,7 +52,12 @@ impl ListOptions {
         }
       }
     }
-    ListOptions { start: lo, end: hi, reverse, limit }
+    ListOptions {
+      start: lo,
+      end: hi,
+      reverse,
+      limit,
+    }
   }
 
   pub fn is_empty_range(&self) -> bool {
@@ -103,8 +108,13 @@ impl CellDb {
 
   fn kv_put_many_inner(&mut self, entries: &[(String, Vec<u8>)]) -> Result<(), StorageError> {
     self.begin_write()?;
-    self.conn.execute_batch("SAVEPOINT _cf_put_multiple_savepoint").map_err(sqlite_error)?;
-    let r = entries.iter().try_for_each(|(k, v)| self.kv_put_inner(k, v));
+    self
+      .conn
+      .execute_batch("SAVEPOINT _cf_put_multiple_savepoint")
+      .map_err(sqlite_error)?;
+    let r = entries
+      .iter()
+      .try_for_each(|(k, v)| self.kv_put_inner(k, v));
     let end = if r.is_ok() {
       "RELEASE _cf_put_multiple_savepoint"
     } else {
@@ -151,13 +161,19 @@ impl CellDb {
       sql.push_str(" AND CAST(key AS BLOB) < ?");
       args.push(e.clone());
     }
-    sql.push_str(if opts.reverse { " ORDER BY key DESC" } else { " ORDER BY key" });
+    sql.push_str(if opts.reverse {
+      " ORDER BY key DESC"
+    } else {
+      " ORDER BY key"
+    });
     if let Some(l) = opts.limit {
       sql.push_str(&format!(" LIMIT {l}"));
     }
     let r = self.conn.prepare_cached(&sql).and_then(|mut st| {
-      st.query_map(rusqlite::params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()
+      st.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+        Ok((r.get(0)?, r.get(1)?))
+      })?
+      .collect::<Result<Vec<_>, _>>()
     });
     match r {
       Ok(v) => Ok(v),
@@ -172,7 +188,11 @@ mod tests {
   use super::*;
 
   fn db() -> (CellDb, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("cellhost-kv-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let dir = std::env::temp_dir().join(format!(
+      "cellhost-kv-{}-{:?}",
+      std::process::id(),
+      std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let path = dir.join("c.sqlite");
     (CellDb::open(&path).unwrap(), dir)
@@ -186,12 +206,41 @@ mod tests {
     }
     db.commit().unwrap();
     let keys = |o: ListOptions, db: &mut CellDb| {
-      db.kv_list(&o).unwrap().into_iter().map(|(k, _)| k).collect::<Vec<_>>().join(",")
+      db.kv_list(&o)
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect::<Vec<_>>()
+        .join(",")
     };
-    assert_eq!(keys(ListOptions::compile(None, None, None, Some("ab"), false, None), &mut db), "ab,abc");
-    assert_eq!(keys(ListOptions::compile(None, Some("ab"), None, None, false, None), &mut db), "abc,b,c");
-    assert_eq!(keys(ListOptions::compile(None, None, None, None, true, Some(2)), &mut db), "c,b");
-    assert_eq!(keys(ListOptions::compile(Some("b"), None, Some("b"), None, false, None), &mut db), "");
+    assert_eq!(
+      keys(
+        ListOptions::compile(None, None, None, Some("ab"), false, None),
+        &mut db
+      ),
+      "ab,abc"
+    );
+    assert_eq!(
+      keys(
+        ListOptions::compile(None, Some("ab"), None, None, false, None),
+        &mut db
+      ),
+      "abc,b,c"
+    );
+    assert_eq!(
+      keys(
+        ListOptions::compile(None, None, None, None, true, Some(2)),
+        &mut db
+      ),
+      "c,b"
+    );
+    assert_eq!(
+      keys(
+        ListOptions::compile(Some("b"), None, Some("b"), None, false, None),
+        &mut db
+      ),
+      ""
+    );
     let _ = std::fs::remove_dir_all(dir);
   }
 

@@ -35,9 +35,12 @@ pub(crate) fn sqlite_error(e: rusqlite::Error) -> StorageError {
       let msg = msg.clone().unwrap_or_else(|| err.to_string());
       StorageError(format!("{msg}: {}", codes(err.extended_code)))
     }
-    rusqlite::Error::SqlInputError { error, msg, offset, .. } => {
-      StorageError(format!("{msg} at offset {offset}: {}", codes(error.extended_code)))
-    }
+    rusqlite::Error::SqlInputError {
+      error, msg, offset, ..
+    } => StorageError(format!(
+      "{msg} at offset {offset}: {}",
+      codes(error.extended_code)
+    )),
     other => StorageError(other.to_string()),
   }
 }
@@ -119,7 +122,13 @@ impl CellDb {
       .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
       .map_err(sqlite_error)?;
     let internal = auth::install(&mut conn).map_err(sqlite_error)?;
-    Ok(CellDb { conn, path: path.to_path_buf(), in_txn: false, savepoints: 0, internal })
+    Ok(CellDb {
+      conn,
+      path: path.to_path_buf(),
+      in_txn: false,
+      savepoints: 0,
+      internal,
+    })
   }
 
   /// Runs the storage's own statements past the user-SQL authorizer.
@@ -176,13 +185,19 @@ impl CellDb {
   pub fn savepoint(&mut self) -> Result<u32, StorageError> {
     self.begin_write()?;
     let depth = self.savepoints;
-    self.conn.execute_batch(&format!("SAVEPOINT _cf_savepoint_{depth}")).map_err(sqlite_error)?;
+    self
+      .conn
+      .execute_batch(&format!("SAVEPOINT _cf_savepoint_{depth}"))
+      .map_err(sqlite_error)?;
     self.savepoints += 1;
     Ok(depth)
   }
 
   pub fn release(&mut self, depth: u32) -> Result<(), StorageError> {
-    self.conn.execute_batch(&format!("RELEASE _cf_savepoint_{depth}")).map_err(sqlite_error)?;
+    self
+      .conn
+      .execute_batch(&format!("RELEASE _cf_savepoint_{depth}"))
+      .map_err(sqlite_error)?;
     self.savepoints = depth;
     Ok(())
   }
@@ -190,7 +205,9 @@ impl CellDb {
   pub fn rollback_to(&mut self, depth: u32) -> Result<(), StorageError> {
     self
       .conn
-      .execute_batch(&format!("ROLLBACK TO _cf_savepoint_{depth}; RELEASE _cf_savepoint_{depth}"))
+      .execute_batch(&format!(
+        "ROLLBACK TO _cf_savepoint_{depth}; RELEASE _cf_savepoint_{depth}"
+      ))
       .map_err(sqlite_error)?;
     self.savepoints = depth;
     Ok(())
@@ -215,9 +232,16 @@ impl CellDb {
         .collect::<Result<_, _>>()
         .map_err(sqlite_error)?
     };
-    self.conn.execute_batch("PRAGMA defer_foreign_keys=ON").map_err(sqlite_error)?;
+    self
+      .conn
+      .execute_batch("PRAGMA defer_foreign_keys=ON")
+      .map_err(sqlite_error)?;
     for (ty, name) in objects {
-      let sql = format!("DROP {} IF EXISTS \"{}\"", ty.to_uppercase(), name.replace('"', "\"\""));
+      let sql = format!(
+        "DROP {} IF EXISTS \"{}\"",
+        ty.to_uppercase(),
+        name.replace('"', "\"\"")
+      );
       self.conn.execute_batch(&sql).map_err(sqlite_error)?;
     }
     Ok(())
@@ -227,7 +251,9 @@ impl CellDb {
   pub fn database_size(&mut self) -> Result<f64, StorageError> {
     self.internal(|db| {
       let q = |p: &str| -> Result<i64, StorageError> {
-        db.conn.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0)).map_err(sqlite_error)
+        db.conn
+          .query_row(&format!("PRAGMA {p}"), [], |r| r.get(0))
+          .map_err(sqlite_error)
       };
       Ok(((q("page_count")? - q("freelist_count")?) * q("page_size")?) as f64)
     })

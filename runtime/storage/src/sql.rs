@@ -58,7 +58,10 @@ impl CellDb {
     is_last: bool,
   ) -> Result<Option<SqlResult>, StorageError> {
     let head = sql.trim_start().to_ascii_uppercase();
-    if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"].iter().any(|k| head.starts_with(k)) {
+    if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"]
+      .iter()
+      .any(|k| head.starts_with(k))
+    {
       return Err(StorageError(TXN_MESSAGE.into()));
     }
     let readonly = {
@@ -70,7 +73,9 @@ impl CellDb {
     }
     let mut st = self.conn.prepare(sql).map_err(sqlite_error)?;
     if st.parameter_count() != bindings.len() && (is_last || !bindings.is_empty()) {
-      return Err(StorageError("Wrong number of parameter bindings for SQL query.".into()));
+      return Err(StorageError(
+        "Wrong number of parameter bindings for SQL query.".into(),
+      ));
     }
     for (i, b) in bindings.iter().enumerate() {
       let v = match b {
@@ -102,10 +107,18 @@ impl CellDb {
       }
     }
     drop(st);
-    let rows_written =
-      if readonly { 0 } else { self.conn.total_changes().saturating_sub(changes_before) };
+    let rows_written = if readonly {
+      0
+    } else {
+      self.conn.total_changes().saturating_sub(changes_before)
+    };
     let rows_read = rows.len() as u64;
-    Ok(Some(SqlResult { columns, rows, rows_read, rows_written }))
+    Ok(Some(SqlResult {
+      columns,
+      rows,
+      rows_read,
+      rows_written,
+    }))
   }
 }
 
