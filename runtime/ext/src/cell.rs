@@ -90,10 +90,10 @@ pub fn op_cell_open(
 #[op2(fast)]
 pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
-  if let Some(mut db) = c.dbs.remove(&h) {
-    if c.dirty.remove(&h) {
-      let _ = db.commit();
-    }
+  if let Some(mut db) = c.dbs.remove(&h)
+    && c.dirty.remove(&h)
+  {
+    let _ = db.commit();
   }
 }
 

@@ -87,12 +87,9 @@ impl IsolatePool {
     self.inboxes.is_empty()
   }
 
-  /// Queues a request on isolate `index`; gives the job back if that thread
-  /// is gone.
-  pub fn dispatch(&self, index: usize, job: Job) -> Result<(), Job> {
-    self.inboxes[index % self.inboxes.len()]
-      .send(job)
-      .map_err(|e| e.0)
+  /// Queues a job on isolate `index`; false if that thread is gone.
+  pub fn dispatch(&self, index: usize, job: Job) -> bool {
+    self.inboxes[index % self.inboxes.len()].send(job).is_ok()
   }
 }
 

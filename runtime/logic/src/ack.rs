@@ -200,7 +200,10 @@ impl AckGate {
     if self.broken.is_some() {
       return a;
     }
-    let covered = self.reading.take().expect("an ownership read was requested");
+    let covered = self
+      .reading
+      .take()
+      .expect("an ownership read was requested");
     let record = match read {
       Ok(r) => r.map(|(r, _)| r),
       Err(_) => {
@@ -236,7 +239,10 @@ impl AckGate {
       return GateActions::default();
     }
     self.broken = Some(why.clone());
-    GateActions { broken: Some(why), ..GateActions::default() }
+    GateActions {
+      broken: Some(why),
+      ..GateActions::default()
+    }
   }
 }
 
@@ -253,9 +259,18 @@ mod tests {
   fn decision() {
     let r = OwnRecord::owned("a", 4);
     assert_eq!(ack_decision(Some(&r), "a", 4, 10, 11), AckDecision::Ack);
-    assert_eq!(ack_decision(Some(&r), "a", 4, 11, 11), AckDecision::LeaseLapsed);
-    assert_eq!(ack_decision(Some(&r), "a", 3, 10, 11), AckDecision::NotOwner);
-    assert_eq!(ack_decision(Some(&r), "b", 4, 10, 11), AckDecision::NotOwner);
+    assert_eq!(
+      ack_decision(Some(&r), "a", 4, 11, 11),
+      AckDecision::LeaseLapsed
+    );
+    assert_eq!(
+      ack_decision(Some(&r), "a", 3, 10, 11),
+      AckDecision::NotOwner
+    );
+    assert_eq!(
+      ack_decision(Some(&r), "b", 4, 10, 11),
+      AckDecision::NotOwner
+    );
     assert_eq!(ack_decision(None, "a", 4, 10, 11), AckDecision::NotOwner);
   }
 
@@ -263,17 +278,43 @@ mod tests {
   fn upload_then_read_then_ack() {
     let mut g = AckGate::new("a", 4);
     let a = g.on_commit(1);
-    assert_eq!(a, GateActions { upload: Some(1), ..Default::default() });
+    assert_eq!(
+      a,
+      GateActions {
+        upload: Some(1),
+        ..Default::default()
+      }
+    );
     // A second commit waits for the first upload.
     assert_eq!(g.on_commit(2), GateActions::default());
     let a = g.on_uploaded(1);
-    assert_eq!(a, GateActions { upload: Some(2), read_own: Some(0), ..Default::default() });
+    assert_eq!(
+      a,
+      GateActions {
+        upload: Some(2),
+        read_own: Some(0),
+        ..Default::default()
+      }
+    );
     // Upload 2 finishes while the read for 1 is in flight: it is not covered.
     assert_eq!(g.on_uploaded(2), GateActions::default());
     let a = g.on_own_read(mine(4), 100, 200);
-    assert_eq!(a, GateActions { ack_through: Some(1), read_own: Some(0), ..Default::default() });
+    assert_eq!(
+      a,
+      GateActions {
+        ack_through: Some(1),
+        read_own: Some(0),
+        ..Default::default()
+      }
+    );
     let a = g.on_own_read(mine(4), 101, 200);
-    assert_eq!(a, GateActions { ack_through: Some(2), ..Default::default() });
+    assert_eq!(
+      a,
+      GateActions {
+        ack_through: Some(2),
+        ..Default::default()
+      }
+    );
     assert_eq!(g.acked(), 2);
   }
 
@@ -284,11 +325,16 @@ mod tests {
     g.on_uploaded(1);
     let moved = Ok(Some((OwnRecord::owned("b", 5), Token::new("v5"))));
     let a = g.on_own_read(moved, 100, 200);
-    let b = Broken::OwnershipLost { record: Some(OwnRecord::owned("b", 5)) };
+    let b = Broken::OwnershipLost {
+      record: Some(OwnRecord::owned("b", 5)),
+    };
     assert_eq!(a.broken, Some(b.clone()));
     assert_eq!(a.ack_through, None);
     assert_eq!(g.broken(), Some(&b));
-    assert!(b.message("C:1").starts_with("Durable Object reset because C:1 is now owned by"));
+    assert!(
+      b.message("C:1")
+        .starts_with("Durable Object reset because C:1 is now owned by")
+    );
     // Nothing more happens on a broken gate.
     assert_eq!(g.on_commit(2), GateActions::default());
   }
@@ -300,7 +346,11 @@ mod tests {
     g.on_uploaded(1);
     let a = g.on_own_read(mine(4), 200, 200);
     assert_eq!(a.broken, Some(Broken::LeaseLapsed));
-    assert!(Broken::LeaseLapsed.message("C:1").contains("this node's lease has lapsed"));
+    assert!(
+      Broken::LeaseLapsed
+        .message("C:1")
+        .contains("this node's lease has lapsed")
+    );
   }
 
   #[test]
@@ -309,7 +359,13 @@ mod tests {
     g.on_commit(1);
     g.on_uploaded(1);
     let a = g.on_own_read(Err(crate::StoreError("timeout".into())), 10, 200);
-    assert_eq!(a, GateActions { read_own: Some(OWN_READ_RETRY_MS), ..Default::default() });
+    assert_eq!(
+      a,
+      GateActions {
+        read_own: Some(OWN_READ_RETRY_MS),
+        ..Default::default()
+      }
+    );
     let a = g.on_own_read(mine(1), 20, 200);
     assert_eq!(a.ack_through, Some(1));
     g.on_commit(2);

@@ -41,7 +41,11 @@ pub struct AlarmRow {
 
 /// `setAlarm(at)`: a fresh alarm; `tag` comes from the caller's randomness.
 pub fn set_alarm(scheduled_ms: u64, tag: u64) -> AlarmRow {
-  AlarmRow { scheduled_ms, retry: 0, tag }
+  AlarmRow {
+    scheduled_ms,
+    retry: 0,
+    tag,
+  }
 }
 
 /// Whether the alarm is due at `now_ms`.
@@ -55,7 +59,9 @@ pub enum AlarmOutcome {
   Success,
   /// `counted`: the handler failed (threw, timed out). Not counted: the
   /// cell was reset under it for reasons of ownership or fencing.
-  Failure { counted: bool },
+  Failure {
+    counted: bool,
+  },
 }
 
 /// What to do with the row after a run.
@@ -108,7 +114,12 @@ mod tests {
   #[test]
   fn delays() {
     let d: Vec<u64> = (0..8).map(retry_delay_ms).collect();
-    assert_eq!(d, [2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 128_000]);
+    assert_eq!(
+      d,
+      [
+        2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 128_000
+      ]
+    );
   }
 
   #[test]
@@ -117,7 +128,12 @@ mod tests {
     let mut now = 1_000;
     let mut gaps = Vec::new();
     loop {
-      match after_run(&row, Some(&row), AlarmOutcome::Failure { counted: true }, now) {
+      match after_run(
+        &row,
+        Some(&row),
+        AlarmOutcome::Failure { counted: true },
+        now,
+      ) {
         AlarmAction::Reschedule(next) => {
           gaps.push(next.scheduled_ms - now);
           assert_eq!(next.tag, 7);
@@ -134,27 +150,52 @@ mod tests {
 
   #[test]
   fn uncounted_failures_never_drop() {
-    let row = AlarmRow { scheduled_ms: 0, retry: 6, tag: 1 };
+    let row = AlarmRow {
+      scheduled_ms: 0,
+      retry: 6,
+      tag: 1,
+    };
     assert_eq!(
       on_failure(&row, 10, false),
-      AlarmAction::Reschedule(AlarmRow { scheduled_ms: 128_010, retry: 6, tag: 1 })
+      AlarmAction::Reschedule(AlarmRow {
+        scheduled_ms: 128_010,
+        retry: 6,
+        tag: 1
+      })
     );
-    let row = AlarmRow { scheduled_ms: 0, retry: 2, tag: 1 };
+    let row = AlarmRow {
+      scheduled_ms: 0,
+      retry: 2,
+      tag: 1,
+    };
     assert_eq!(
       on_failure(&row, 10, false),
-      AlarmAction::Reschedule(AlarmRow { scheduled_ms: 8_010, retry: 2, tag: 1 })
+      AlarmAction::Reschedule(AlarmRow {
+        scheduled_ms: 8_010,
+        retry: 2,
+        tag: 1
+      })
     );
   }
 
   #[test]
   fn success_and_rearm() {
     let fired = set_alarm(100, 1);
-    assert_eq!(after_run(&fired, Some(&fired), AlarmOutcome::Success, 200), AlarmAction::Delete);
+    assert_eq!(
+      after_run(&fired, Some(&fired), AlarmOutcome::Success, 200),
+      AlarmAction::Delete
+    );
     let rearmed = set_alarm(500, 2);
-    assert_eq!(after_run(&fired, Some(&rearmed), AlarmOutcome::Success, 200), AlarmAction::Keep);
+    assert_eq!(
+      after_run(&fired, Some(&rearmed), AlarmOutcome::Success, 200),
+      AlarmAction::Keep
+    );
     let f = AlarmOutcome::Failure { counted: true };
     assert_eq!(after_run(&fired, Some(&rearmed), f, 200), AlarmAction::Keep);
-    assert_eq!(after_run(&fired, None, AlarmOutcome::Success, 200), AlarmAction::Keep);
+    assert_eq!(
+      after_run(&fired, None, AlarmOutcome::Success, 200),
+      AlarmAction::Keep
+    );
     assert!(is_due(&fired, 100));
     assert!(!is_due(&fired, 99));
     assert_eq!(set_alarm(5, 9).retry, 0);

@@ -15,7 +15,9 @@
 //! while the deadline has not passed. A renewal answer that arrives after
 //! the deadline does not revive the node: fencing is terminal, and only a
 //! restart returns it. A lease record that is missing, or no longer matches
-//! what the node published, fences at once.
+//! what the node published, fences at once. A clean shutdown retires the
+//! lease with a compare-and-swap to an expired record (see
+//! [`LeaseKeeper::release`]).
 
 use std::fmt;
 
@@ -40,7 +42,10 @@ pub struct LeaseConfig {
 
 impl Default for LeaseConfig {
   fn default() -> Self {
-    LeaseConfig { ttl_ms: DEFAULT_TTL_MS, margin_ms: DEFAULT_MARGIN_MS }
+    LeaseConfig {
+      ttl_ms: DEFAULT_TTL_MS,
+      margin_ms: DEFAULT_MARGIN_MS,
+    }
   }
 }
 
@@ -125,7 +130,10 @@ impl FenceReason {
       FenceReason::RecordMissing => "the node lease record is missing",
       FenceReason::RecordMismatch => "the node lease record no longer matches what this node wrote",
     };
-    format!("SELF-FENCE: {}: node {node}: {why}; exiting with code {FENCE_EXIT_CODE}", self.event())
+    format!(
+      "SELF-FENCE: {}: node {node}: {why}; exiting with code {FENCE_EXIT_CODE}",
+      self.event()
+    )
   }
 }
 
@@ -146,8 +154,10 @@ pub enum LeaseStep {
   Create(NodeLease),
   /// PUT with `If-Match: token`; answer with [`LeaseKeeper::on_write`].
   Cas { lease: NodeLease, token: Token },
-  /// DELETE `nodes/<node>.json` after every cell was released; then close.
-  Delete,
+  /// Clean shutdown, after every cell was released: PUT this expired lease
+  /// with `If-Match: token`, then close without waiting for more. Peers
+  /// read it as a dead node and take its cells at once.
+  Retire { lease: NodeLease, token: Token },
   /// Log [`FenceReason::log_line`], break every owned cell, exit with
   /// [`FENCE_EXIT_CODE`]. Terminal.
   Fence(FenceReason),
@@ -291,7 +301,9 @@ impl LeaseKeeper {
         _ => {}
       }
     }
-    LeaseStep::Wait { until_ms: self.next_wakeup() }
+    LeaseStep::Wait {
+      until_ms: self.next_wakeup(),
+    }
   }
 
   /// The answer to [`LeaseStep::Read`].
@@ -308,7 +320,9 @@ impl LeaseKeeper {
       Err(_) => {
         // A failed read proves nothing; try again while the deadline holds.
         self.retry_at_ms = now_ms + (self.cfg.ttl_ms / READ_RETRY_DIVISOR).max(1);
-        return LeaseStep::Wait { until_ms: self.next_wakeup() };
+        return LeaseStep::Wait {
+          until_ms: self.next_wakeup(),
+        };
       }
     };
     if let Some((rec, token)) = &read
@@ -363,7 +377,11 @@ impl LeaseKeeper {
     match answer {
       WriteAnswer::Applied(token) => self.adopt(lease, token),
       WriteAnswer::Rejected => {
-        self.phase = if self.held.is_some() { Phase::Classifying } else { Phase::Startup };
+        self.phase = if self.held.is_some() {
+          Phase::Classifying
+        } else {
+          Phase::Startup
+        };
         self.busy = true;
         LeaseStep::Read
       }
@@ -380,11 +398,26 @@ impl LeaseKeeper {
   }
 
   /// Clean shutdown, after every owned cell was released: stop renewing and
-  /// delete the record so the next node need not wait for it to expire.
+  /// retire the record so that peers need not wait for it to expire.
+  ///
+  /// Retiring is a compare-and-swap to an expired lease (`expires_ms: 0`),
+  /// not the unconditional DELETE the seeds describe: a DELETE still in
+  /// flight when the process exits can land after the next process of this
+  /// node wrote its lease, and remove a live node's lease (the simulator
+  /// found this). A stale compare-and-swap fails cleanly instead.
   pub fn release(&mut self) -> LeaseStep {
     self.phase = Phase::Released;
     self.deadline_ms = 0;
-    LeaseStep::Delete
+    match &self.held {
+      Some((lease, token)) => LeaseStep::Retire {
+        lease: NodeLease {
+          expires_ms: 0,
+          ..lease.clone()
+        },
+        token: token.clone(),
+      },
+      None => LeaseStep::Wait { until_ms: u64::MAX },
+    }
   }
 
   /// Fenced stays fenced; a deadline that passed while a request was in
@@ -407,7 +440,9 @@ impl LeaseKeeper {
     self.held = Some((lease, token));
     self.unconfirmed.clear();
     self.phase = Phase::Idle;
-    LeaseStep::Wait { until_ms: self.next_wakeup() }
+    LeaseStep::Wait {
+      until_ms: self.next_wakeup(),
+    }
   }
 
   fn write(&mut self, lease: NodeLease, token: Option<Token>) -> LeaseStep {
@@ -442,7 +477,10 @@ impl LeaseKeeper {
 mod tests {
   use super::*;
 
-  const CFG: LeaseConfig = LeaseConfig { ttl_ms: 10_000, margin_ms: 2_000 };
+  const CFG: LeaseConfig = LeaseConfig {
+    ttl_ms: 10_000,
+    margin_ms: 2_000,
+  };
 
   fn tok(s: &str) -> Token {
     Token::new(s)
@@ -452,9 +490,14 @@ mod tests {
   fn serving() -> LeaseKeeper {
     let (mut k, s) = LeaseKeeper::start(CFG, "n1", "10.0.0.1:9000", 0);
     assert_eq!(s, LeaseStep::Read);
-    let LeaseStep::Create(l) = k.on_read(Ok(None), 1_000) else { panic!() };
+    let LeaseStep::Create(l) = k.on_read(Ok(None), 1_000) else {
+      panic!()
+    };
     assert_eq!(l.expires_ms, 11_000);
-    assert_eq!(k.on_write(WriteAnswer::Applied(tok("v1")), 1_010), LeaseStep::Wait { until_ms: 4_333 });
+    assert_eq!(
+      k.on_write(WriteAnswer::Applied(tok("v1")), 1_010),
+      LeaseStep::Wait { until_ms: 4_333 }
+    );
     k
   }
 
@@ -467,8 +510,22 @@ mod tests {
     assert_eq!(c.fence_deadline(15_000), 13_000);
     assert_eq!(c.fence_deadline(1_000), 0);
     assert!(c.check().is_ok());
-    assert!(LeaseConfig { ttl_ms: 3_000, margin_ms: 2_000 }.check().is_err());
-    assert!(LeaseConfig { ttl_ms: 3_000, margin_ms: 0 }.check().is_err());
+    assert!(
+      LeaseConfig {
+        ttl_ms: 3_000,
+        margin_ms: 2_000
+      }
+      .check()
+      .is_err()
+    );
+    assert!(
+      LeaseConfig {
+        ttl_ms: 3_000,
+        margin_ms: 0
+      }
+      .check()
+      .is_err()
+    );
     assert!(can_acknowledge(12_999, 13_000));
     assert!(!can_acknowledge(13_000, 13_000));
     assert_eq!(lease_key("n1"), "nodes/n1.json");
@@ -480,14 +537,21 @@ mod tests {
     assert!(k.can_ack(8_999));
     assert_eq!(k.deadline_ms(), 9_000);
     assert_eq!(k.tick(4_000), LeaseStep::Wait { until_ms: 4_333 });
-    let LeaseStep::Cas { lease, token } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { lease, token } = k.tick(4_333) else {
+      panic!()
+    };
     assert_eq!((lease.expires_ms, token), (14_333, tok("v1")));
     // No second request while one is in flight.
     assert_eq!(k.tick(5_000), LeaseStep::Wait { until_ms: 9_000 });
-    assert_eq!(k.on_write(WriteAnswer::Applied(tok("v2")), 4_400), LeaseStep::Wait { until_ms: 7_666 });
+    assert_eq!(
+      k.on_write(WriteAnswer::Applied(tok("v2")), 4_400),
+      LeaseStep::Wait { until_ms: 7_666 }
+    );
     assert_eq!(k.deadline_ms(), 12_333);
     // Renewals stop arriving: the watchdog fences at the deadline, terminally.
-    let LeaseStep::Cas { .. } = k.tick(7_666) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(7_666) else {
+      panic!()
+    };
     assert!(k.can_ack(12_332));
     assert_eq!(k.tick(12_333), LeaseStep::Fence(FenceReason::Watchdog));
     assert!(!k.can_ack(12_333));
@@ -501,7 +565,9 @@ mod tests {
   #[test]
   fn a_renewal_answered_after_the_deadline_fences() {
     let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(4_333) else {
+      panic!()
+    };
     let s = k.on_write(WriteAnswer::Applied(tok("v2")), 9_000);
     assert_eq!(s, LeaseStep::Fence(FenceReason::Watchdog));
   }
@@ -509,15 +575,22 @@ mod tests {
   #[test]
   fn ambiguous_renewal_reconciles_by_reading() {
     let mut k = serving();
-    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else {
+      panic!()
+    };
     assert_eq!(k.on_write(WriteAnswer::Ambiguous, 4_500), LeaseStep::Read);
     // It happened: adopt it.
-    assert_eq!(k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_600), LeaseStep::Wait { until_ms: 7_666 });
+    assert_eq!(
+      k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_600),
+      LeaseStep::Wait { until_ms: 7_666 }
+    );
     assert_eq!(k.held(), Some(&l2));
 
     // It did not happen: renew again from the version we hold.
     let mut k = serving();
-    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else {
+      panic!()
+    };
     k.on_write(WriteAnswer::Ambiguous, 4_500);
     let held = k.held().unwrap().clone();
     let LeaseStep::Cas { lease: l3, token } = k.on_read(Ok(Some((held, tok("v1")))), 4_600) else {
@@ -528,7 +601,10 @@ mod tests {
     // ... and the first write landed late: the retry is rejected, and the
     // record found is one of ours.
     assert_eq!(k.on_write(WriteAnswer::Rejected, 4_700), LeaseStep::Read);
-    assert!(matches!(k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_800), LeaseStep::Wait { .. }));
+    assert!(matches!(
+      k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_800),
+      LeaseStep::Wait { .. }
+    ));
     assert_eq!(k.held(), Some(&l2));
     assert!(k.can_ack(4_800));
   }
@@ -536,29 +612,54 @@ mod tests {
   #[test]
   fn missing_or_foreign_record_fences_at_once() {
     let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(4_333) else {
+      panic!()
+    };
     assert_eq!(k.on_write(WriteAnswer::Rejected, 4_400), LeaseStep::Read);
-    assert_eq!(k.on_read(Ok(None), 4_500), LeaseStep::Fence(FenceReason::RecordMissing));
+    assert_eq!(
+      k.on_read(Ok(None), 4_500),
+      LeaseStep::Fence(FenceReason::RecordMissing)
+    );
 
     let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(4_333) else {
+      panic!()
+    };
     k.on_write(WriteAnswer::Rejected, 4_400);
-    let other = NodeLease { node: "n1".into(), expires_ms: 99_999, address: "x".into(), load: 0 };
-    assert_eq!(k.on_read(Ok(Some((other.clone(), tok("vx")))), 4_500), LeaseStep::Fence(FenceReason::RecordMismatch));
+    let other = NodeLease {
+      node: "n1".into(),
+      expires_ms: 99_999,
+      address: "x".into(),
+      load: 0,
+    };
+    assert_eq!(
+      k.on_read(Ok(Some((other.clone(), tok("vx")))), 4_500),
+      LeaseStep::Fence(FenceReason::RecordMismatch)
+    );
 
     let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(4_333) else {
+      panic!()
+    };
     k.on_write(WriteAnswer::Ambiguous, 4_400);
-    assert_eq!(k.on_read(Ok(Some((other, tok("vx")))), 4_500), LeaseStep::Fence(FenceReason::RecordMismatch));
+    assert_eq!(
+      k.on_read(Ok(Some((other, tok("vx")))), 4_500),
+      LeaseStep::Fence(FenceReason::RecordMismatch)
+    );
   }
 
   #[test]
   fn read_errors_retry_until_the_deadline() {
     let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else { panic!() };
+    let LeaseStep::Cas { .. } = k.tick(4_333) else {
+      panic!()
+    };
     k.on_write(WriteAnswer::Ambiguous, 4_400);
     let e = Err(crate::StoreError("timeout".into()));
-    assert_eq!(k.on_read(e.clone(), 4_500), LeaseStep::Wait { until_ms: 5_000 });
+    assert_eq!(
+      k.on_read(e.clone(), 4_500),
+      LeaseStep::Wait { until_ms: 5_000 }
+    );
     assert_eq!(k.tick(5_000), LeaseStep::Read);
     assert_eq!(k.on_read(e, 8_990), LeaseStep::Wait { until_ms: 9_000 });
     assert_eq!(k.tick(9_000), LeaseStep::Fence(FenceReason::Watchdog));
@@ -567,7 +668,12 @@ mod tests {
   #[test]
   fn startup_writes_over_a_previous_process() {
     let (mut k, _) = LeaseKeeper::start(CFG, "n1", "a", 0);
-    let old = NodeLease { node: "n1".into(), expires_ms: 500, address: "a".into(), load: 0 };
+    let old = NodeLease {
+      node: "n1".into(),
+      expires_ms: 500,
+      address: "a".into(),
+      load: 0,
+    };
     let LeaseStep::Cas { token, .. } = k.on_read(Ok(Some((old, tok("old")))), 1_000) else {
       panic!()
     };
@@ -575,14 +681,23 @@ mod tests {
     assert!(!k.can_ack(1_000));
     assert_eq!(k.on_write(WriteAnswer::Rejected, 1_100), LeaseStep::Read);
     assert!(matches!(k.on_read(Ok(None), 1_200), LeaseStep::Create(_)));
-    assert!(matches!(k.on_write(WriteAnswer::Applied(tok("v")), 1_300), LeaseStep::Wait { .. }));
+    assert!(matches!(
+      k.on_write(WriteAnswer::Applied(tok("v")), 1_300),
+      LeaseStep::Wait { .. }
+    ));
     assert!(k.can_ack(1_300));
   }
 
   #[test]
-  fn release_stops_acknowledging() {
+  fn release_retires_the_lease_and_stops_acknowledging() {
     let mut k = serving();
-    assert_eq!(k.release(), LeaseStep::Delete);
+    let LeaseStep::Retire { lease, token } = k.release() else {
+      panic!()
+    };
+    assert_eq!(
+      (lease.expires_ms, lease.node.as_str(), token),
+      (0, "n1", tok("v1"))
+    );
     assert!(!k.can_ack(1_500));
     assert_eq!(k.tick(50_000), LeaseStep::Wait { until_ms: u64::MAX });
   }
@@ -590,9 +705,15 @@ mod tests {
   #[test]
   fn fence_lines() {
     let line = FenceReason::RecordMismatch.log_line("n7");
-    assert!(line.starts_with("SELF-FENCE: node_lease_record_mismatch_fence: node n7"), "{line}");
+    assert!(
+      line.starts_with("SELF-FENCE: node_lease_record_mismatch_fence: node n7"),
+      "{line}"
+    );
     assert_eq!(FenceReason::Watchdog.event(), "node_lease_watchdog_fence");
-    assert_eq!(FenceReason::RecordMissing.event(), "node_lease_record_missing_fence");
+    assert_eq!(
+      FenceReason::RecordMissing.event(),
+      "node_lease_record_missing_fence"
+    );
     assert_eq!(FENCE_EXIT_CODE, 3);
   }
 }

@@ -32,7 +32,12 @@ pub struct LtxKey {
 impl LtxKey {
   /// A level-0 object holding one transaction.
   pub fn l0(epoch: u64, txid: u64) -> Self {
-    LtxKey { epoch, level: 0, min_txid: txid, max_txid: txid }
+    LtxKey {
+      epoch,
+      level: 0,
+      min_txid: txid,
+      max_txid: txid,
+    }
   }
 
   /// The object key in the bucket.
@@ -66,7 +71,11 @@ impl LtxKey {
 
 impl fmt::Display for LtxKey {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    write!(f, "e{}/{:04x}/{}-{}", self.epoch, self.level, self.min_txid, self.max_txid)
+    write!(
+      f,
+      "e{}/{:04x}/{}-{}",
+      self.epoch, self.level, self.min_txid, self.max_txid
+    )
   }
 }
 
@@ -111,12 +120,20 @@ impl Chain {
 /// Where compaction left several objects starting at the same TXID, the one
 /// reaching furthest is taken, so fewer objects are read.
 pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
-  let mut epochs: Vec<u64> = keys.iter().filter(|k| k.min_txid == 1).map(|k| k.epoch).collect();
+  let mut epochs: Vec<u64> = keys
+    .iter()
+    .filter(|k| k.min_txid == 1)
+    .map(|k| k.epoch)
+    .collect();
   epochs.sort_unstable();
   let epoch = *epochs.last()?;
   let mut own: Vec<LtxKey> = keys.iter().filter(|k| k.epoch == epoch).copied().collect();
   // By min ascending, then the furthest-reaching first.
-  own.sort_unstable_by(|a, b| a.min_txid.cmp(&b.min_txid).then(b.max_txid.cmp(&a.max_txid)));
+  own.sort_unstable_by(|a, b| {
+    a.min_txid
+      .cmp(&b.min_txid)
+      .then(b.max_txid.cmp(&a.max_txid))
+  });
   let mut chain = Vec::new();
   let mut next = 1;
   for k in own {
@@ -136,19 +153,45 @@ mod tests {
 
   #[test]
   fn keys_round_trip() {
-    let k = LtxKey { epoch: 12, level: 0, min_txid: 1, max_txid: 0x2a };
+    let k = LtxKey {
+      epoch: 12,
+      level: 0,
+      min_txid: 1,
+      max_txid: 0x2a,
+    };
     let s = k.object_key("Counter:ab");
-    assert_eq!(s, "cells/Counter:ab/ltx/e12/0000/0000000000000001-000000000000002a.ltx");
+    assert_eq!(
+      s,
+      "cells/Counter:ab/ltx/e12/0000/0000000000000001-000000000000002a.ltx"
+    );
     assert_eq!(LtxKey::parse("Counter:ab", &s), Some(k));
     assert_eq!(LtxKey::parse("Counter:ac", &s), None);
-    assert_eq!(LtxKey::parse("C:a", "cells/C:a/ltx/e07/0000/0000000000000001-0000000000000001.ltx"), None);
+    assert_eq!(
+      LtxKey::parse(
+        "C:a",
+        "cells/C:a/ltx/e07/0000/0000000000000001-0000000000000001.ltx"
+      ),
+      None
+    );
     assert_eq!(LtxKey::parse("C:a", "cells/C:a/ltx/e7.seal.json"), None);
-    assert_eq!(LtxKey::parse("C:a", "cells/C:a/ltx/e7/0000/0000000000000002-0000000000000001.ltx"), None);
+    assert_eq!(
+      LtxKey::parse(
+        "C:a",
+        "cells/C:a/ltx/e7/0000/0000000000000002-0000000000000001.ltx"
+      ),
+      None
+    );
   }
 
   #[test]
   fn newest_epoch_with_a_snapshot_wins() {
-    let keys = [LtxKey::l0(3, 1), LtxKey::l0(3, 2), LtxKey::l0(5, 1), LtxKey::l0(5, 2), LtxKey::l0(4, 1)];
+    let keys = [
+      LtxKey::l0(3, 1),
+      LtxKey::l0(3, 2),
+      LtxKey::l0(5, 1),
+      LtxKey::l0(5, 2),
+      LtxKey::l0(4, 1),
+    ];
     let c = restore_chain(&keys).unwrap();
     assert_eq!(c.epoch, 5);
     assert_eq!(c.keys, vec![LtxKey::l0(5, 1), LtxKey::l0(5, 2)]);
@@ -158,7 +201,12 @@ mod tests {
 
   #[test]
   fn a_gap_ends_the_chain_and_an_epoch_without_snapshot_is_skipped() {
-    let keys = [LtxKey::l0(2, 1), LtxKey::l0(2, 2), LtxKey::l0(2, 4), LtxKey::l0(3, 2)];
+    let keys = [
+      LtxKey::l0(2, 1),
+      LtxKey::l0(2, 2),
+      LtxKey::l0(2, 4),
+      LtxKey::l0(3, 2),
+    ];
     let c = restore_chain(&keys).unwrap();
     assert_eq!(c.epoch, 2);
     assert_eq!(c.max_txid(), 2);
@@ -168,8 +216,19 @@ mod tests {
 
   #[test]
   fn compacted_objects_are_preferred() {
-    let big = LtxKey { epoch: 1, level: 1, min_txid: 1, max_txid: 3 };
-    let keys = [LtxKey::l0(1, 1), LtxKey::l0(1, 2), LtxKey::l0(1, 3), big, LtxKey::l0(1, 4)];
+    let big = LtxKey {
+      epoch: 1,
+      level: 1,
+      min_txid: 1,
+      max_txid: 3,
+    };
+    let keys = [
+      LtxKey::l0(1, 1),
+      LtxKey::l0(1, 2),
+      LtxKey::l0(1, 3),
+      big,
+      LtxKey::l0(1, 4),
+    ];
     let c = restore_chain(&keys).unwrap();
     assert_eq!(c.keys, vec![big, LtxKey::l0(1, 4)]);
   }

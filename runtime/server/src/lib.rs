@@ -123,7 +123,7 @@ async fn handle(
     body,
     reply: tx,
   };
-  if pool.dispatch(index, Job::Http(job)).is_err() {
+  if !pool.dispatch(index, Job::Http(job)) {
     return Ok(error_response("the isolate thread is gone"));
   }
   let reply = match rx.await {

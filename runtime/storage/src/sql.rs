@@ -86,7 +86,7 @@ impl CellDb {
       };
       st.raw_bind_parameter(i + 1, v).map_err(sqlite_error)?;
     }
-    let columns: Vec<String> = st.column_names().into_iter().map(String::from).collect();
+    let columns: Vec<String> = st.column_names().map(String::from).collect();
     let n = columns.len();
     let changes_before = self.conn.total_changes();
     let mut rows = Vec::new();

@@ -48,7 +48,10 @@ impl Clock {
   fn raw(&self, t: u64) -> u64 {
     let dt = t.saturating_sub(self.start_true) as i128;
     let lin = self.start_local as i128 + dt + dt * self.rate_ppm as i128 / 1_000_000;
-    lin.clamp(t.saturating_sub(self.bound) as i128, (t + self.bound) as i128) as u64
+    lin.clamp(
+      t.saturating_sub(self.bound) as i128,
+      (t + self.bound) as i128,
+    ) as u64
   }
 
   /// The local reading at true time `t`.

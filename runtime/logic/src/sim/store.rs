@@ -1,5 +1,5 @@
 //! The simulated bucket: linearizable, with conditional create, compare-and-
-//! swap, plain put, delete, get and list. Each operation takes effect at one
+//! swap, plain put, get and list. Each operation takes effect at one
 //! instant (its `Apply` event); the faults — latency, reordering, lost
 //! answers, outages — live in how requests reach it and answers come back
 //! (see `super::World::send`), never in the store itself, which is as
@@ -10,8 +10,10 @@
 //! and TXID (level 0 only: the simulator does not compact).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::rc::Rc;
 
+use super::T0;
 use crate::lease::NodeLease;
 use crate::own::OwnRecord;
 use crate::restore::LtxKey;
@@ -43,8 +45,12 @@ pub enum Op {
   GetLease(usize),
   CreateLease(usize, NodeLease),
   CasLease(usize, NodeLease, Token),
-  DeleteLease(usize),
-  PutLtx { cell: usize, epoch: u64, txid: u64, content: Rc<Vec<u64>> },
+  PutLtx {
+    cell: usize,
+    epoch: u64,
+    txid: u64,
+    content: Rc<Vec<u64>>,
+  },
   ListLtx(usize),
 }
 
@@ -57,6 +63,69 @@ impl Op {
       Op::GetLease(_) => Answer::Lease(Err(e())),
       Op::ListLtx(_) => Answer::List(Err(e())),
       _ => Answer::Write(WriteAnswer::Ambiguous),
+    }
+  }
+}
+
+impl fmt::Display for Op {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let own = |r: &OwnRecord| format!("{{node: {:?}, epoch: {}}}", r.node, r.epoch);
+    match self {
+      Op::GetOwn(c) => write!(f, "GET own.json of cell {c}"),
+      Op::CreateOwn(c, r) => write!(f, "CREATE own.json of cell {c} = {}", own(r)),
+      Op::CasOwn(c, r, t) => write!(f, "CAS own.json of cell {c} = {} if v{}", own(r), t.0),
+      Op::PutOwn(c, r) => write!(f, "PUT own.json of cell {c} = {} (blind)", own(r)),
+      Op::GetLease(n) => write!(f, "GET nodes/n{n}.json"),
+      Op::CreateLease(n, l) => {
+        write!(
+          f,
+          "CREATE nodes/n{n}.json expires {}",
+          l.expires_ms as i64 - T0 as i64
+        )
+      }
+      Op::CasLease(n, l, t) => {
+        write!(
+          f,
+          "CAS nodes/n{n}.json expires {} if v{}",
+          l.expires_ms as i64 - T0 as i64,
+          t.0
+        )
+      }
+      Op::PutLtx {
+        cell,
+        epoch,
+        txid,
+        content,
+      } => {
+        write!(f, "PUT cell {cell} e{epoch}/{txid} {content:?}")
+      }
+      Op::ListLtx(c) => write!(f, "LIST ltx of cell {c}"),
+    }
+  }
+}
+
+impl fmt::Display for Answer {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn read<T: fmt::Debug>(f: &mut fmt::Formatter<'_>, r: &ReadResult<T>) -> fmt::Result {
+      match r {
+        Ok(Some((v, t))) => write!(f, "{v:?} v{}", t.0),
+        Ok(None) => f.write_str("absent"),
+        Err(e) => write!(f, "error ({})", e.0),
+      }
+    }
+    match self {
+      Answer::Own(r) => read(f, r),
+      Answer::Lease(r) => read(f, r),
+      Answer::Write(WriteAnswer::Applied(t)) => write!(f, "applied v{}", t.0),
+      Answer::Write(w) => write!(f, "{w:?}"),
+      Answer::List(Ok(l)) => {
+        let keys: Vec<String> = l
+          .iter()
+          .map(|(k, _)| format!("e{}/{}", k.epoch, k.min_txid))
+          .collect();
+        write!(f, "[{}]", keys.join(" "))
+      }
+      Answer::List(Err(e)) => write!(f, "error ({})", e.0),
     }
   }
 }
@@ -86,7 +155,11 @@ pub struct Store {
 
 impl Store {
   pub fn new(cells: usize, nodes: usize) -> Self {
-    Store { own: vec![None; cells], leases: vec![None; nodes + 1], ..Default::default() }
+    Store {
+      own: vec![None; cells],
+      leases: vec![None; nodes + 1],
+      ..Default::default()
+    }
   }
 
   fn token(&mut self) -> Token {
@@ -133,12 +206,16 @@ impl Store {
         }
         (self.put_lease(*n, l), None)
       }
-      Op::DeleteLease(n) => {
-        self.leases[*n] = None;
-        (Answer::Write(WriteAnswer::Applied(Token(String::new()))), None)
-      }
-      Op::PutLtx { cell, epoch, txid, content } => {
-        let obj = LtxObj { content: content.clone(), writer };
+      Op::PutLtx {
+        cell,
+        epoch,
+        txid,
+        content,
+      } => {
+        let obj = LtxObj {
+          content: content.clone(),
+          writer,
+        };
         self.ltx.insert((*cell, *epoch, *txid), obj);
         let t = self.token();
         (Answer::Write(WriteAnswer::Applied(t)), None)
@@ -150,7 +227,11 @@ impl Store {
   fn put_own(&mut self, c: usize, r: &OwnRecord) -> (Answer, Option<OwnChange>) {
     let t = self.token();
     let before = self.own[c].replace((r.clone(), t.clone())).map(|(r, _)| r);
-    let change = OwnChange { cell: c, before, after: r.clone() };
+    let change = OwnChange {
+      cell: c,
+      before,
+      after: r.clone(),
+    };
     (Answer::Write(WriteAnswer::Applied(t)), Some(change))
   }
 
@@ -176,7 +257,10 @@ impl Store {
 pub fn materialize(listing: &Listing, chain: &crate::restore::Chain) -> Vec<u64> {
   let mut db = Vec::new();
   for k in &chain.keys {
-    let (_, content) = listing.iter().find(|(lk, _)| lk == k).expect("chain keys come from the listing");
+    let (_, content) = listing
+      .iter()
+      .find(|(lk, _)| lk == k)
+      .expect("chain keys come from the listing");
     if k.min_txid == 1 {
       db.clear();
     }
@@ -194,7 +278,9 @@ mod tests {
     let mut s = Store::new(1, 1);
     let r1 = OwnRecord::owned("a", 1);
     let (a, ch) = s.apply(&Op::CreateOwn(0, r1.clone()), (0, 0));
-    let Answer::Write(WriteAnswer::Applied(t1)) = a else { panic!() };
+    let Answer::Write(WriteAnswer::Applied(t1)) = a else {
+      panic!()
+    };
     assert!(ch.unwrap().before.is_none());
     let (a, _) = s.apply(&Op::CreateOwn(0, r1.clone()), (0, 0));
     assert!(matches!(a, Answer::Write(WriteAnswer::Rejected)));
@@ -211,7 +297,15 @@ mod tests {
   fn listing_and_materializing() {
     let mut s = Store::new(2, 1);
     let put = |s: &mut Store, cell, epoch, txid, v: Vec<u64>| {
-      s.apply(&Op::PutLtx { cell, epoch, txid, content: Rc::new(v) }, (0, 0));
+      s.apply(
+        &Op::PutLtx {
+          cell,
+          epoch,
+          txid,
+          content: Rc::new(v),
+        },
+        (0, 0),
+      );
     };
     put(&mut s, 0, 1, 1, vec![10]);
     put(&mut s, 0, 1, 2, vec![11]);
