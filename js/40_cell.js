@@ -534,6 +534,7 @@ function sqlHandle(cell) {
 
 function binding(v) {
   if (v === null || v === undefined || typeof v === "number" || typeof v === "string") return v;
+  if (typeof v === "bigint") throw new TypeError("Cannot convert a BigInt value to a number");
   if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return v;
   return `${v}`; // WebIDL string coercion: true -> "true", 1n -> "1"
 }
