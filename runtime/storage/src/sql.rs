@@ -28,27 +28,19 @@ impl CellDb {
   /// Runs every statement in `sql`; the result holds the last one's rows.
   pub fn sql_exec(&mut self, sql: &str, bindings: &[SqlValue]) -> Result<SqlResult, StorageError> {
     let mut rest = sql;
-    let mut result = None;
     loop {
+      // One statement at a time (through its `;`), as SQLite's prepare-tail
+      // loop would; only the last one may take parameters.
       let trimmed = rest.trim_start();
-      if trimmed.is_empty() {
-        break;
-      }
-      // Split off one statement; SQLite's own tail tracking would be exact,
-      // rusqlite does not expose it, so use sqlite3_complete on prefixes.
       let end = statement_end(trimmed);
       let (stmt, tail) = trimmed.split_at(end);
       rest = tail;
-      let is_last = rest.trim().is_empty() || rest.trim().trim_start_matches(';').trim().is_empty();
-      let r = self.exec_one(stmt, if is_last { bindings } else { &[] }, is_last)?;
-      if let Some(r) = r {
-        result = Some(r);
-      }
+      let is_last = rest.trim().is_empty();
       if is_last {
-        break;
+        return self.exec_one(stmt, bindings, true);
       }
+      self.exec_one(stmt, &[], false)?;
     }
-    result.ok_or_else(|| StorageError("SQL code did not contain a statement.".into()))
   }
 
   fn exec_one(
@@ -56,7 +48,8 @@ impl CellDb {
     sql: &str,
     bindings: &[SqlValue],
     is_last: bool,
-  ) -> Result<Option<SqlResult>, StorageError> {
+  ) -> Result<SqlResult, StorageError> {
+    const NO_STATEMENT: &str = "SQL code did not contain a statement.";
     let head = sql.trim_start().to_ascii_uppercase();
     if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"]
       .iter()
@@ -64,15 +57,25 @@ impl CellDb {
     {
       return Err(StorageError(TXN_MESSAGE.into()));
     }
+    let prepare_error = |e: rusqlite::Error| match e {
+      rusqlite::Error::SqlInputError { .. } | rusqlite::Error::SqliteFailure(..) => sqlite_error(e),
+      // "SQL is empty or comment only"
+      _ => StorageError(NO_STATEMENT.into()),
+    };
     let readonly = {
-      let st = self.conn.prepare(sql).map_err(sqlite_error)?;
+      let st = self.conn.prepare(sql).map_err(prepare_error)?;
+      if !is_last && st.parameter_count() > 0 {
+        return Err(StorageError(
+          "When executing multiple SQL statements in a single call, only the last statement can have parameters.".into(),
+        ));
+      }
       st.readonly()
     };
     if !readonly {
       self.begin_write()?;
     }
     let mut st = self.conn.prepare(sql).map_err(sqlite_error)?;
-    if st.parameter_count() != bindings.len() && (is_last || !bindings.is_empty()) {
+    if st.parameter_count() != bindings.len() {
       return Err(StorageError(
         "Wrong number of parameter bindings for SQL query.".into(),
       ));
@@ -113,12 +116,12 @@ impl CellDb {
       self.conn.total_changes().saturating_sub(changes_before)
     };
     let rows_read = rows.len() as u64;
-    Ok(Some(SqlResult {
+    Ok(SqlResult {
       columns,
       rows,
       rows_read,
       rows_written,
-    }))
+    })
   }
 }
 
@@ -139,6 +142,13 @@ fn statement_end(sql: &str) -> usize {
           while i < bytes.len() && bytes[i] != b'\n' {
             i += 1;
           }
+        }
+        b'/' if bytes.get(i + 1) == Some(&b'*') => {
+          i += 2;
+          while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+            i += 1;
+          }
+          i += 1;
         }
         b';' => return i + 1,
         _ => {}
