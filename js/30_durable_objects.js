@@ -13,7 +13,9 @@ const {
   Proxy,
   ReflectGet,
   ReflectHas,
+  SymbolToStringTag,
 } = primordials;
+const ObjectPrototype = Object.prototype;
 const {
   op_do_id_from_name,
   op_do_unique_id,
@@ -164,8 +166,20 @@ class DurableObjectStub {
   get name() {
     return this.#id.name;
   }
+  get [SymbolToStringTag]() {
+    return "DurableObject";
+  }
   async fetch(input, init) {
-    const req = new Request(input, init);
+    let req;
+    try {
+      req = new Request(input, init);
+    } catch (e) {
+      // workerd words a bad URL without quotes.
+      if (typeof input === "string" && e?.name === "TypeError" && !URL.canParse(input)) {
+        throw new TypeError(`Invalid URL: ${input}`);
+      }
+      throw e;
+    }
     const { streams } = internal;
     const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
     const headers = [];
@@ -193,16 +207,17 @@ function makeStub(ns, id) {
   const stub = new DurableObjectStub(ns, id);
   return new Proxy(stub, {
     get(target, prop) {
-      if (typeof prop === "symbol" || STUB_OWN.includes(prop)) {
-        const v = ReflectGet(target, prop, target);
-        return typeof v === "function" ? v.bind(target) : v;
-      }
-      if (prop === "then") return undefined; // a stub is not a promise
       if (prop === "constructor") {
         return function () {
           throw new TypeError("Illegal constructor");
         };
       }
+      // Own members, and what every object has (toString, ...), are local.
+      if (typeof prop === "symbol" || STUB_OWN.includes(prop) || prop in ObjectPrototype) {
+        const v = ReflectGet(target, prop, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      }
+      if (prop === "then") return undefined; // a stub is not a promise
       // stub.method(...args) calls; `await stub.prop` reads a property.
       const call = (...args) => rpc(ns, id, "call", prop, args);
       call.then = (resolve, reject) => rpc(ns, id, "get", prop, []).then(resolve, reject);
