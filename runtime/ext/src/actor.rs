@@ -222,13 +222,13 @@ pub async fn op_do_call(
 /// The object's answer to an RPC call; waits for the output gate.
 #[op2(fast)]
 pub fn op_do_reply(state: &mut OpState, #[smi] id: u32, ok: bool, #[buffer] payload: &[u8]) {
-  let gated = gated(state);
+  let round = gated(state);
   inbox(state).complete_rpc(
     id,
     RpcReply {
       ok,
       payload: payload.to_vec(),
     },
-    gated,
+    round,
   );
 }

@@ -9,12 +9,51 @@ use deno_core::convert::Uint8Array;
 use deno_core::{OpState, op2, v8};
 use deno_error::JsErrorBox;
 
-/// Open cell databases of this isolate, and which have uncommitted writes.
+/// Open cell databases of this isolate, which have uncommitted writes, and
+/// how far their commits are durable.
+///
+/// Commits happen once per turn for all cells (`commit_all`); each such
+/// round that wrote something gets a number. A round is durable once the
+/// WAL files it appended to are fsynced (`take_unsynced` hands them to the
+/// host, `mark_durable` records the result); the output gate holds a reply
+/// until the round it depends on is durable.
 pub struct Cells {
   data_dir: PathBuf,
   dbs: HashMap<u32, CellDb>,
   next: u32,
   dirty: HashSet<u32>,
+  committed: u64,
+  durable: u64,
+  /// WAL files (and whether their directory needs an fsync too) appended to
+  /// since the last durability round started.
+  unsynced: HashMap<PathBuf, bool>,
+  /// Handles whose WAL's directory entry is already durable.
+  dir_synced: HashSet<u32>,
+}
+
+/// WAL files to fsync for one durability round.
+pub struct SyncBatch {
+  pub round: u64,
+  /// (file, also fsync its directory)
+  pub files: Vec<(PathBuf, bool)>,
+}
+
+impl SyncBatch {
+  /// The blocking part: fsync every file (a WAL already checkpointed away
+  /// is durable in its database file).
+  pub fn run(&self) -> std::io::Result<()> {
+    for (path, dir) in &self.files {
+      match std::fs::File::open(path) {
+        Ok(f) => f.sync_data()?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+        Err(e) => return Err(e),
+      }
+      if *dir && let Some(parent) = path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+      }
+    }
+    Ok(())
+  }
 }
 
 impl Cells {
@@ -24,27 +63,70 @@ impl Cells {
       dbs: HashMap::new(),
       next: 1,
       dirty: HashSet::new(),
+      committed: 0,
+      durable: 0,
+      unsynced: HashMap::new(),
+      dir_synced: HashSet::new(),
     }
   }
 
-  /// Writes were made this turn that no commit covers yet; output that
-  /// could reveal them must wait (the output gate).
-  pub fn has_pending_writes(&self) -> bool {
-    !self.dirty.is_empty()
+  /// The commit round that output produced now could reveal, or 0 when
+  /// everything written so far is durable (the output gate lets it pass).
+  pub fn gate_round(&self) -> u64 {
+    if !self.dirty.is_empty() {
+      self.committed + 1
+    } else if self.committed > self.durable {
+      self.committed
+    } else {
+      0
+    }
   }
 
-  /// Commits every open implicit transaction (group commit at the end of
-  /// the turn). Returns the handles whose commit failed, with the reason.
+  /// Commits every open implicit transaction (the end-of-turn group
+  /// commit). Returns the handles whose commit failed, with the reason.
   pub fn commit_all(&mut self) -> Vec<(u32, String)> {
     let mut failed = Vec::new();
-    for h in self.dirty.drain() {
-      if let Some(db) = self.dbs.get_mut(&h)
-        && let Err(e) = db.commit()
-      {
-        failed.push((h, e.0));
+    if self.dirty.is_empty() {
+      return failed;
+    }
+    self.committed += 1;
+    for h in std::mem::take(&mut self.dirty) {
+      let Some(db) = self.dbs.get_mut(&h) else {
+        continue;
+      };
+      match db.commit() {
+        Ok(()) => {
+          let dir = self.dir_synced.insert(h);
+          *self.unsynced.entry(db.wal_path()).or_insert(false) |= dir;
+        }
+        Err(e) => failed.push((h, e.0)),
       }
     }
     failed
+  }
+
+  /// The WAL files the next durability round must fsync, if any.
+  pub fn take_unsynced(&mut self) -> Option<SyncBatch> {
+    if self.unsynced.is_empty() {
+      return None;
+    }
+    let files = self.unsynced.drain().collect();
+    Some(SyncBatch {
+      round: self.committed,
+      files,
+    })
+  }
+
+  pub fn committed(&self) -> u64 {
+    self.committed
+  }
+
+  pub fn durable(&self) -> u64 {
+    self.durable
+  }
+
+  pub fn mark_durable(&mut self, round: u64) {
+    self.durable = self.durable.max(round);
   }
 
   fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
@@ -90,6 +172,8 @@ pub fn op_cell_open(
 #[op2(fast)]
 pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
+  c.dir_synced.remove(&h);
+  // Closing checkpoints the WAL into the database and syncs it.
   if let Some(mut db) = c.dbs.remove(&h)
     && c.dirty.remove(&h)
   {
@@ -284,4 +368,54 @@ pub fn op_sql_exec<'a>(
     v8::Number::new(scope, result.rows_written as f64).into(),
   ];
   Ok(v8::Array::new_with_elements(scope, &out).into())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn output_waits_until_its_commit_round_is_fsynced() {
+    let dir = std::env::temp_dir().join(format!("cellhost-cells-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = Cells::new(dir.clone());
+    c.dbs
+      .insert(1, CellDb::open(&dir.join("a.sqlite")).unwrap());
+    assert_eq!(c.gate_round(), 0, "nothing written: output passes");
+    c.db_w(1).unwrap().kv_put("k", b"v").unwrap();
+    assert_eq!(
+      c.gate_round(),
+      1,
+      "an uncommitted write holds output for the next round"
+    );
+    assert!(c.commit_all().is_empty());
+    assert_eq!(
+      c.gate_round(),
+      1,
+      "committed but not fsynced still holds output"
+    );
+    let batch = c.take_unsynced().unwrap();
+    assert_eq!(batch.round, 1);
+    assert_eq!(batch.files.len(), 1);
+    assert!(batch.files[0].0.to_string_lossy().ends_with("a.sqlite-wal"));
+    assert!(
+      batch.files[0].1,
+      "a new WAL's directory entry is synced too"
+    );
+    assert!(c.take_unsynced().is_none());
+    batch.run().unwrap();
+    c.mark_durable(batch.round);
+    assert_eq!(c.gate_round(), 0);
+    // Two turns of writes before the next fsync share one round's batch.
+    c.db_w(1).unwrap().kv_put("k", b"2").unwrap();
+    c.commit_all();
+    c.db_w(1).unwrap().kv_put("k", b"3").unwrap();
+    c.commit_all();
+    let batch = c.take_unsynced().unwrap();
+    assert_eq!(
+      (batch.round, batch.files.len(), batch.files[0].1),
+      (3, 1, false)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+  }
 }

@@ -86,7 +86,7 @@ pub struct Inbox {
   pending: RefCell<HashMap<u32, oneshot::Sender<HttpReply>>>,
   pending_rpc: RefCell<HashMap<u32, oneshot::Sender<RpcReply>>>,
   /// Replies waiting for the end-of-turn commit (the output gate).
-  held: RefCell<Vec<Held>>,
+  held: RefCell<Vec<(u64, Held)>>,
   next_id: Cell<u32>,
 }
 
@@ -131,14 +131,19 @@ impl Inbox {
     }
   }
 
-  /// Sends the replies the output gate held, now that the writes they could
-  /// reveal are committed; `failed` turns them into errors instead.
-  pub fn release_held(&self, failed: Option<&str>) {
-    if self.held.borrow().is_empty() {
-      return;
-    }
-    let held = std::mem::take(&mut *self.held.borrow_mut());
-    for h in held {
+  /// Sends the replies the output gate held for commit rounds up to
+  /// `round`, now durable; `failed` turns them into errors instead.
+  pub fn release_held(&self, round: u64, failed: Option<&str>) {
+    let ready: Vec<Held> = {
+      let mut held = self.held.borrow_mut();
+      if held.is_empty() {
+        return;
+      }
+      let (ready, wait): (Vec<_>, Vec<_>) = held.drain(..).partition(|(r, _)| *r <= round);
+      *held = wait;
+      ready.into_iter().map(|(_, h)| h).collect()
+    };
+    for h in ready {
       match (h, failed) {
         (Held::Http(id, reply), None) => self.send_http(id, reply),
         (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
@@ -177,17 +182,17 @@ impl Inbox {
     }
   }
 
-  fn complete(&self, id: u32, reply: HttpReply, gated: bool) {
-    if gated {
-      self.held.borrow_mut().push(Held::Http(id, reply));
+  fn complete(&self, id: u32, reply: HttpReply, round: u64) {
+    if round > 0 {
+      self.held.borrow_mut().push((round, Held::Http(id, reply)));
     } else {
       self.send_http(id, reply);
     }
   }
 
-  pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, gated: bool) {
-    if gated {
-      self.held.borrow_mut().push(Held::Rpc(id, reply));
+  pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, round: u64) {
+    if round > 0 {
+      self.held.borrow_mut().push((round, Held::Rpc(id, reply)));
     } else {
       self.send_rpc(id, reply);
     }
@@ -238,12 +243,11 @@ pub(crate) fn inbox(state: &OpState) -> Rc<Inbox> {
   state.borrow::<Rc<Inbox>>().clone()
 }
 
-/// The output gate: while this turn has uncommitted writes, output waits
-/// for the end-of-turn commit.
-pub(crate) fn gated(state: &OpState) -> bool {
+/// The output gate: the commit round output must wait for (0: none).
+pub(crate) fn gated(state: &OpState) -> u64 {
   state
     .try_borrow::<crate::cell::Cells>()
-    .is_some_and(|c| c.has_pending_writes())
+    .map_or(0, |c| c.gate_round())
 }
 
 /// Waits for the next requests; returns every queued one at once so a busy

@@ -12,7 +12,7 @@ pub mod set;
 
 pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
-pub use cell::Cells;
+pub use cell::{Cells, SyncBatch};
 pub use http::{
   ActorTarget, Body, BoxError, HttpJob, HttpReply, Inbox, Job, ReplyBody, RpcJob, RpcReply,
 };

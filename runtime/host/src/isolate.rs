@@ -240,6 +240,53 @@ async fn boot(
   Ok(js)
 }
 
+/// Group commit, second half: one fsync round at a time covers every WAL
+/// appended to since the previous round started; when it completes, the
+/// replies waiting for those commits leave.
+fn durability(
+  cx: &mut std::task::Context<'_>,
+  cells: &mut Cells,
+  inbox: &Inbox,
+  syncing: &mut Option<(u64, tokio::task::JoinHandle<std::io::Result<()>>)>,
+) {
+  loop {
+    if let Some((round, task)) = syncing {
+      match Pin::new(task).poll(cx) {
+        std::task::Poll::Pending => return,
+        std::task::Poll::Ready(result) => {
+          let round = *round;
+          *syncing = None;
+          cells.mark_durable(round);
+          match result.map_err(std::io::Error::other).and_then(|r| r) {
+            Ok(()) => inbox.release_held(round, None),
+            Err(e) => {
+              tracing::error!("fsync failed: {e}");
+              let msg =
+                format!("Durable Object reset because its storage could not be made durable: {e}");
+              inbox.release_held(round, Some(&msg));
+            }
+          }
+        }
+      }
+    }
+    match cells.take_unsynced() {
+      Some(batch) => {
+        let round = batch.round;
+        *syncing = Some((round, tokio::task::spawn_blocking(move || batch.run())));
+      }
+      None => {
+        // Rounds with nothing to sync (only failed commits) are settled.
+        if cells.committed() > cells.durable() {
+          let round = cells.committed();
+          cells.mark_durable(round);
+          inbox.release_held(round, None);
+        }
+        return;
+      }
+    }
+  }
+}
+
 /// Runs the isolate's event loop until the watchdog terminates it; returns
 /// the reason. Uncaught errors are logged and the isolate keeps serving.
 ///
@@ -247,25 +294,26 @@ async fn boot(
 /// (group commit), and only then the output they could reveal is released.
 async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
   let state = js.op_state();
+  let mut syncing: Option<(u64, tokio::task::JoinHandle<std::io::Result<()>>)> = None;
   loop {
     let result = poll_fn(|cx| {
       watch.enter();
       let r = js.poll_event_loop(cx, PollEventLoopOptions::default());
       watch.leave();
-      let failed = state.borrow_mut().borrow_mut::<Cells>().commit_all();
-      if failed.is_empty() {
-        inbox.release_held(None);
-      } else {
+      let mut st = state.borrow_mut();
+      let cells = st.borrow_mut::<Cells>();
+      let failed = cells.commit_all();
+      if !failed.is_empty() {
         let reason = failed
           .iter()
           .map(|(_, e)| e.as_str())
           .collect::<Vec<_>>()
           .join("; ");
         tracing::error!("commit failed: {reason}");
-        inbox.release_held(Some(&format!(
-          "Durable Object reset because its storage commit failed: {reason}"
-        )));
+        let msg = format!("Durable Object reset because its storage commit failed: {reason}");
+        inbox.release_held(cells.committed(), Some(&msg));
       }
+      durability(cx, cells, inbox, &mut syncing);
       r
     })
     .await;
