@@ -29,6 +29,7 @@ const {
   op_cell_open,
   op_cell_close,
   op_cell_abort,
+  op_cell_sync,
   op_kv_get,
   op_kv_put,
   op_kv_put_many,
@@ -474,8 +475,9 @@ class DurableObjectStorage {
     }
   }
   sync() {
-    // Writes commit at the end of the current turn; resolve after it.
-    return new Promise((resolve) => setTimeout(resolve, 0));
+    // Resolves once every write made so far is committed and fsynced.
+    handle(this.#cell);
+    return op_cell_sync().then(() => undefined);
   }
   get sql() {
     return this.#sql ??= new SqlStorage(KEY, this.#cell);

@@ -29,6 +29,8 @@ pub struct Cells {
   unsynced: HashMap<PathBuf, bool>,
   /// Handles whose WAL's directory entry is already durable.
   dir_synced: HashSet<u32>,
+  /// `storage.sync()` calls waiting for a round to become durable.
+  sync_waiters: Vec<(u64, tokio::sync::oneshot::Sender<()>)>,
 }
 
 /// WAL files to fsync for one durability round.
@@ -67,6 +69,7 @@ impl Cells {
       durable: 0,
       unsynced: HashMap::new(),
       dir_synced: HashSet::new(),
+      sync_waiters: Vec::new(),
     }
   }
 
@@ -127,6 +130,10 @@ impl Cells {
 
   pub fn mark_durable(&mut self, round: u64) {
     self.durable = self.durable.max(round);
+    let durable = self.durable;
+    for (_, tx) in self.sync_waiters.extract_if(.., |(r, _)| *r <= durable) {
+      let _ = tx.send(());
+    }
   }
 
   fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
@@ -265,6 +272,23 @@ pub fn op_kv_list(
       .map(|(k, v)| (k, Uint8Array::from(v)))
       .collect(),
   )
+}
+
+/// `storage.sync()`: resolves once every write made so far is durable.
+#[op2]
+pub async fn op_cell_sync(state: std::rc::Rc<std::cell::RefCell<OpState>>) {
+  let rx = {
+    let mut st = state.borrow_mut();
+    let c = st.borrow_mut::<Cells>();
+    let round = c.gate_round();
+    if round == 0 {
+      return;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    c.sync_waiters.push((round, tx));
+    rx
+  };
+  let _ = rx.await;
 }
 
 #[op2(fast)]
