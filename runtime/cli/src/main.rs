@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
   /// Serve a Worker: a .js module entry, or a directory with wrangler.toml / wrangler.jsonc.
   Run(RunArgs),
+  /// Test a bucket: conditional create, reject-create, update, reject-stale, ranged read.
+  Diagnose(DiagnoseArgs),
 }
 
 #[derive(clap::Args)]
@@ -46,6 +48,22 @@ struct RunArgs {
   data: PathBuf,
 }
 
+#[derive(clap::Args)]
+struct DiagnoseArgs {
+  /// The bucket: file:///abs/path, s3://NAME[/PREFIX], gs://NAME[/PREFIX] or az://NAME[/PREFIX].
+  #[arg(long)]
+  bucket: String,
+  /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed).
+  #[arg(long)]
+  endpoint: Option<String>,
+  /// S3 region.
+  #[arg(long)]
+  region: Option<String>,
+  /// Only read: for a credential that cannot write (the conditional writes are skipped).
+  #[arg(long)]
+  read_only: bool,
+}
+
 fn main() {
   tracing_subscriber::fmt()
     .with_env_filter(
@@ -57,10 +75,40 @@ fn main() {
   let cli = Cli::parse();
   let result = match cli.command {
     Command::Run(args) => run(args),
+    Command::Diagnose(args) => diagnose(args),
   };
   if let Err(e) = result {
     eprintln!("error: {e:#}");
     std::process::exit(1);
+  }
+}
+
+/// Exit codes: 0 the store passed, 1 the test could not finish (or bad arguments),
+/// 2 the store is at fault.
+fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
+  let opts = cellhost_bucket::BucketOptions {
+    endpoint: args.endpoint,
+    region: args.region,
+    config: Vec::new(),
+  };
+  let bucket = cellhost_bucket::Bucket::open(&args.bucket, &opts)?;
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()?;
+  match rt.block_on(cellhost_bucket::storage_test(&bucket, args.read_only)) {
+    Ok(report) => {
+      for line in &report.lines {
+        println!("{line}");
+      }
+      if let cellhost_bucket::ProbeOutcome::Inconclusive(_) = report.outcome {
+        anyhow::bail!("the storage test of {} did not finish", bucket.describe());
+      }
+      Ok(())
+    }
+    Err(fault) => {
+      eprintln!("error: {fault}");
+      std::process::exit(2);
+    }
   }
 }
 

@@ -1,0 +1,253 @@
+//! The directory bucket and the shared `Bucket` rules, on one process.
+
+mod common;
+
+use cellhost_bucket::{Bucket, BucketOptions, ByteRange, Error, WriteOutcome};
+use common::TempDir;
+
+fn open(dir: &TempDir) -> Bucket {
+  Bucket::open(&dir.url(), &BucketOptions::default()).unwrap()
+}
+
+fn applied(o: WriteOutcome) -> cellhost_bucket::Version {
+  match o {
+    WriteOutcome::Applied(v) => v,
+    other => panic!("expected Applied, got {other:?}"),
+  }
+}
+
+/// The same contract on the directory bucket and on the in-memory store.
+async fn contract(b: Bucket) {
+  let v1 = applied(b.create("cells/A:1/own.json", "one").await);
+  assert_eq!(
+    b.create("cells/A:1/own.json", "two").await,
+    WriteOutcome::Rejected
+  );
+  let (body, v) = b.get("cells/A:1/own.json").await.unwrap().unwrap();
+  assert_eq!((body.as_ref(), &v), (&b"one"[..], &v1));
+
+  let v2 = applied(b.cas("cells/A:1/own.json", "three", &v1).await);
+  assert_ne!(v1, v2, "every write must carry a new version");
+  assert_eq!(
+    b.cas("cells/A:1/own.json", "stale", &v1).await,
+    WriteOutcome::Rejected
+  );
+  assert_eq!(
+    b.get("cells/A:1/own.json")
+      .await
+      .unwrap()
+      .unwrap()
+      .0
+      .as_ref(),
+    b"three"
+  );
+  // CAS on an absent key is a clean rejection and creates nothing.
+  assert_eq!(
+    b.cas("cells/A:2/own.json", "x", &v2).await,
+    WriteOutcome::Rejected
+  );
+  assert_eq!(b.get("cells/A:2/own.json").await.unwrap(), None);
+
+  // A plain put changes the version, so a CAS holding the old one fails.
+  let v3 = b.put("cells/A:1/own.json", "four").await.unwrap();
+  assert_ne!(v3, v2);
+  assert_eq!(
+    b.cas("cells/A:1/own.json", "five", &v2).await,
+    WriteOutcome::Rejected
+  );
+  applied(b.cas("cells/A:1/own.json", "five", &v3).await);
+
+  b.delete("cells/A:1/own.json").await.unwrap();
+  b.delete("cells/A:1/own.json").await.unwrap();
+  assert_eq!(b.get("cells/A:1/own.json").await.unwrap(), None);
+  assert_eq!(
+    b.cas("cells/A:1/own.json", "six", &v3).await,
+    WriteOutcome::Rejected
+  );
+  applied(b.create("cells/A:1/own.json", "again").await);
+}
+
+#[tokio::test]
+async fn local_contract() {
+  let dir = TempDir::new("contract");
+  contract(open(&dir)).await;
+}
+
+#[tokio::test]
+async fn memory_contract() {
+  contract(Bucket::memory()).await;
+}
+
+async fn ranges(b: Bucket) {
+  let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+  b.put("blob", data.clone()).await.unwrap();
+  let cases: [(ByteRange, std::ops::Range<usize>); 6] = [
+    ((0..1).into(), 0..1),
+    ((100..200).into(), 100..200),
+    ((9_990..20_000).into(), 9_990..10_000),
+    (ByteRange::From(9_000), 9_000..10_000),
+    (ByteRange::Suffix(24), 9_976..10_000),
+    (ByteRange::Suffix(50_000), 0..10_000),
+  ];
+  for (r, want) in cases {
+    let got = b.get_range("blob", r.clone()).await.unwrap();
+    assert_eq!(got.as_ref(), &data[want], "{r:?}");
+  }
+  assert!(matches!(
+    b.get_range("blob", 10_000..10_010).await,
+    Err(Error::RangeNotSatisfiable(_))
+  ));
+  assert!(matches!(
+    b.get_range("nothing", 0..1).await,
+    Err(Error::NotFound(_))
+  ));
+}
+
+#[tokio::test]
+async fn local_ranges() {
+  let dir = TempDir::new("ranges");
+  ranges(open(&dir)).await;
+}
+
+async fn listing(b: Bucket) {
+  for k in ["a/2", "a/1", "a/b/c", "ab", "z"] {
+    b.put(k, k.as_bytes().to_vec()).await.unwrap();
+  }
+  let keys = |v: Vec<cellhost_bucket::ObjectInfo>| v.into_iter().map(|o| o.key).collect::<Vec<_>>();
+  assert_eq!(
+    keys(b.list("").await.unwrap()),
+    ["a/1", "a/2", "a/b/c", "ab", "z"]
+  );
+  // Whole-segment prefixes: "a" does not match "ab".
+  assert_eq!(keys(b.list("a").await.unwrap()), ["a/1", "a/2", "a/b/c"]);
+  assert_eq!(keys(b.list("a/b/").await.unwrap()), ["a/b/c"]);
+  assert!(b.list("nope").await.unwrap().is_empty());
+  let one = &b.list("a/b").await.unwrap()[0];
+  assert_eq!(one.size, 5);
+  assert_eq!(
+    Some(&one.version),
+    b.get("a/b/c").await.unwrap().map(|(_, v)| v).as_ref()
+  );
+}
+
+#[tokio::test]
+async fn local_list_sorted_recursive() {
+  let dir = TempDir::new("list");
+  listing(open(&dir)).await;
+}
+
+#[tokio::test]
+async fn memory_list_sorted_recursive() {
+  listing(Bucket::memory()).await;
+}
+
+#[tokio::test]
+async fn prefix_scopes_every_key() {
+  let dir = TempDir::new("prefix");
+  let url = format!("{}/fleet-a", dir.url());
+  let root = open(&dir);
+  let scoped = root.clone().with_prefix("fleet-a").unwrap();
+  applied(scoped.create("nodes/n1.json", "x").await);
+  assert!(dir.0.join("fleet-a/nodes/n1.json").is_file());
+  assert!(root.get("nodes/n1.json").await.unwrap().is_none());
+  assert!(root.get("fleet-a/nodes/n1.json").await.unwrap().is_some());
+  let keys: Vec<_> = scoped
+    .list("")
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|o| o.key)
+    .collect();
+  assert_eq!(keys, ["nodes/n1.json"]);
+  // A file:// URL with a deeper path is simply a deeper root.
+  let deeper = Bucket::open(&url, &BucketOptions::default()).unwrap();
+  assert_eq!(
+    deeper
+      .get("nodes/n1.json")
+      .await
+      .unwrap()
+      .unwrap()
+      .0
+      .as_ref(),
+    b"x"
+  );
+  // Prefixes on remote-style buckets too.
+  let mem = Bucket::memory().with_prefix("p/q/").unwrap();
+  applied(mem.create("k", "v").await);
+  assert_eq!(mem.list("").await.unwrap()[0].key, "k");
+}
+
+#[tokio::test]
+async fn keys_are_validated() {
+  let dir = TempDir::new("keys");
+  let b = open(&dir);
+  for bad in [
+    "",
+    "/abs",
+    "a//b",
+    "a/",
+    "../escape",
+    "a/../b",
+    "a/./b",
+    ".",
+    ".cellhost-bucket/x",
+    "a\\b",
+    "a\nb",
+  ] {
+    assert!(
+      matches!(b.put(bad, "x").await, Err(Error::InvalidKey(_))),
+      "{bad:?}"
+    );
+    assert!(
+      !matches!(b.create(bad, "x").await, WriteOutcome::Applied(_)),
+      "{bad:?}"
+    );
+    assert!(
+      matches!(b.get(bad).await, Err(Error::InvalidKey(_))),
+      "{bad:?}"
+    );
+  }
+  // The cell scope charset is fine, including ':' '$' and a leading '.' in a segment.
+  applied(b.create("cells/Room:a.b-c_d$e/own.json", "x").await);
+  applied(b.create("x/.hidden", "x").await);
+  assert!(b.with_prefix("../up").is_err());
+  // Nothing escaped the root.
+  assert!(!dir.0.parent().unwrap().join("escape").exists());
+}
+
+#[tokio::test]
+async fn bad_urls_are_refused() {
+  let o = BucketOptions::default();
+  for url in ["file://relative/path", "ftp://x", "s3://", "nonsense"] {
+    assert!(
+      matches!(Bucket::open(url, &o), Err(Error::InvalidUrl(_))),
+      "{url}"
+    );
+  }
+}
+
+#[tokio::test]
+async fn remote_urls_build_clients() {
+  // Building a client touches no network; this checks the URL and option wiring.
+  let o = BucketOptions {
+    endpoint: Some("http://127.0.0.1:9".into()),
+    region: Some("us-east-1".into()),
+    config: vec![
+      ("aws_access_key_id".into(), "k".into()),
+      ("aws_secret_access_key".into(), "s".into()),
+    ],
+  };
+  let b = Bucket::open("s3://bkt/some/prefix", &o).unwrap();
+  assert!(b.describe().contains("s3://bkt"), "{}", b.describe());
+  assert!(b.describe().contains("some/prefix/"), "{}", b.describe());
+  let bad = BucketOptions {
+    config: vec![("no_such_key".into(), "x".into())],
+    ..o
+  };
+  assert!(Bucket::open("s3://bkt", &bad).is_err());
+}
+
+#[tokio::test]
+async fn memory_ranges() {
+  ranges(Bucket::memory()).await;
+}
