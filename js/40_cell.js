@@ -43,6 +43,7 @@ const {
   op_do_reply,
   op_cellhost_respond_error,
   op_cellhost_log,
+  op_cellhost_memory_pressure,
   op_defer,
 } = core.ops;
 
@@ -76,12 +77,16 @@ export function dispatchActor(job) {
 
 function evictIdle() {
   const now = Date.now();
+  let evicted = 0;
   for (const [key, cell] of cells) {
     if (cell.idle() && now - cell.lastActive >= EVICT_AFTER_MS) {
       cell.close();
       cells.delete(key);
+      evicted++;
     }
   }
+  // A burst of objects went idle: give their memory back.
+  if (evicted > 0 && (cells.size === 0 || evicted >= 256)) op_cellhost_memory_pressure();
   if (cells.size === 0) {
     clearInterval(evictTimer);
     evictTimer = null;

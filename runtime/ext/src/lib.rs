@@ -3,6 +3,8 @@
 //! It is shared by the host's build script (which snapshots it) and the host
 //! itself, so both register the exact same op table.
 
+use deno_core::v8;
+
 mod actor;
 mod body;
 mod cell;
@@ -27,6 +29,7 @@ deno_core::extension!(
     http::op_cellhost_respond_stream,
     http::op_cellhost_respond_error,
     op_cellhost_log,
+    op_cellhost_memory_pressure,
     actor::op_do_id_from_name,
     actor::op_do_unique_id,
     actor::op_do_id_from_string,
@@ -60,6 +63,17 @@ deno_core::extension!(
     "99_main.js",
   ],
 );
+
+/// Many objects were just evicted: collect their garbage now and hand the
+/// freed memory back to the system, so RSS falls back after a burst.
+#[deno_core::op2(fast)]
+fn op_cellhost_memory_pressure(isolate: &mut v8::Isolate) {
+  isolate.low_memory_notification();
+  // SAFETY: malloc_trim only returns free heap pages to the kernel.
+  unsafe {
+    libc::malloc_trim(0);
+  }
+}
 
 /// console.* from a Worker: level 0 debug, 1 log/info, 2 warn, 3 error.
 #[deno_core::op2(fast)]
