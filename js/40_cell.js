@@ -49,6 +49,7 @@ const {
 
 const KEY = SymbolFor("cellhost.illegalConstructor");
 const EVICT_AFTER_MS = 10_000;
+const BCW_TIMEOUT_MS = 30_000;
 const RESERVED = [
   "fetch", "connect", "alarm", "webSocketMessage", "webSocketClose", "webSocketError", "dup",
   "constructor",
@@ -290,13 +291,24 @@ class DurableObjectState {
   blockConcurrencyWhile(callback) {
     const cell = this.#cell;
     cell.blocked++;
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        const e = new Error(
+          "A call to blockConcurrencyWhile() in a Durable Object waited for too long. The call was canceled and the Durable Object was reset.",
+        );
+        e.overloaded = true;
+        reject(e);
+      }, BCW_TIMEOUT_MS);
+    });
     return (async () => {
       try {
-        return await callback();
+        return await Promise.race([callback(), timeout]);
       } catch (e) {
         cell.break(e);
         throw e;
       } finally {
+        clearTimeout(timer);
         cell.blocked--;
         cell.pump();
       }
@@ -522,9 +534,36 @@ class SyncKvStorage {
   delete(key) {
     return op_kv_delete(handle(this.#cell), `${key}`);
   }
-  *list(options) {
-    const rows = op_kv_list(handle(this.#cell), ...compileList(options));
-    for (const { 0: k, 1: v } of rows) yield [k, de(v)];
+  // One entry per step, each resuming after the last key returned, so the
+  // iterator sees later writes and does not hold anything open; a newer
+  // list() call invalidates older iterators (workerd allows only one).
+  list(options) {
+    const cell = this.#cell;
+    // Taken now, not at the first next(): this call invalidates older ones.
+    const generation = cell.kvListGeneration = (cell.kvListGeneration ?? 0) + 1;
+    return kvListSteps(cell, generation, compileList(options));
+  }
+}
+
+function* kvListSteps(cell, generation, compiled) {
+  {
+    const { 0: start, 1: startAfter, 2: end, 3: prefix, 4: reverse, 5: limit } = compiled;
+    let last = null;
+    for (let n = 0; limit === null || n < limit; n++) {
+      if (cell.kvListGeneration !== generation) {
+        throw new Error(
+          "kv.list() iterator was invalidated because a new call to kv.list() was started. Only one kv.list() iterator can exist at a time.",
+        );
+      }
+      const rows = last === null
+        ? op_kv_list(handle(cell), start, startAfter, end, prefix, reverse, 1)
+        : reverse
+        ? op_kv_list(handle(cell), start, startAfter, last, prefix, true, 1)
+        : op_kv_list(handle(cell), null, last, end, prefix, false, 1);
+      if (rows.length === 0) return;
+      last = rows[0][0];
+      yield [last, de(rows[0][1])];
+    }
   }
 }
 

@@ -135,3 +135,46 @@ fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
   let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
   assert_eq!(get(ch.addr, "/store?n=e").text(), "2");
 }
+
+#[test]
+fn block_concurrency_while_times_out_after_30s_and_resets() {
+  let w = "import { DurableObject } from 'cloudflare:workers';
+let builds = 0;
+export class Obj extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); builds++; }
+  async stuck() { await this.ctx.blockConcurrencyWhile(() => new Promise(() => {})); }
+  builds() { return builds; }
+}
+export default { async fetch(r, env) {
+  const s = env.OBJ.getByName('b');
+  if (new URL(r.url).pathname === '/stuck') {
+    try { await s.stuck(); return new Response('returned'); }
+    catch (e) { return Response.json({ message: e.message, reset: e.durableObjectReset, overloaded: e.overloaded }); }
+  }
+  return Response.json(await s.builds());
+} }";
+  let d = project(
+    "bcwtimeout",
+    w,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
+  let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data_arg(&d)]);
+  let started = std::time::Instant::now();
+  let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/stuck").text()).unwrap();
+  assert!(
+    started.elapsed() >= Duration::from_secs(29),
+    "gave up after {:?}",
+    started.elapsed()
+  );
+  assert_eq!(
+    v["message"],
+    "A call to blockConcurrencyWhile() in a Durable Object waited for too long. The call was canceled and the Durable Object was reset."
+  );
+  assert_eq!(
+    (v["reset"].as_bool(), v["overloaded"].as_bool()),
+    (Some(true), Some(true)),
+    "{v}"
+  );
+  // The next call reaches a fresh instance.
+  assert_eq!(get(ch.addr, "/").text(), "2");
+}
