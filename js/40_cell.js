@@ -30,6 +30,7 @@ const {
   op_cell_close,
   op_cell_abort,
   op_cell_sync,
+  op_cell_take_failure,
   op_kv_get,
   op_kv_put,
   op_kv_put_many,
@@ -143,6 +144,15 @@ class Cell {
   // event back too.
   pump() {
     if (this.turnHeld || this.blocked > 0 || this.queue.length === 0) return;
+    // A failed commit reset the object (its callers got the error): events
+    // that came after go to a fresh instance built from the last good state.
+    const failure = this.handle !== 0 ? op_cell_take_failure(this.handle) : null;
+    if (failure !== null) {
+      const later = this.queue.splice(0);
+      this.break(new Error(failure));
+      for (const job of later) dispatchActor(job);
+      return;
+    }
     if (this.instance === null && this.broken === null) {
       try {
         this.construct();

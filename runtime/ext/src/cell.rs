@@ -29,6 +29,9 @@ pub struct Cells {
   unsynced: HashMap<PathBuf, bool>,
   /// Handles whose WAL's directory entry is already durable.
   dir_synced: HashSet<u32>,
+  /// Cells whose commit failed, with the reason; the object is reset on its
+  /// next event.
+  failed: HashMap<u32, String>,
   /// `storage.sync()` calls waiting for a round to become durable.
   sync_waiters: Vec<(u64, tokio::sync::oneshot::Sender<()>)>,
 }
@@ -70,6 +73,7 @@ impl Cells {
       unsynced: HashMap::new(),
       dir_synced: HashSet::new(),
       sync_waiters: Vec::new(),
+      failed: HashMap::new(),
     }
   }
 
@@ -102,10 +106,29 @@ impl Cells {
           let dir = self.dir_synced.insert(h);
           *self.unsynced.entry(db.wal_path()).or_insert(false) |= dir;
         }
-        Err(e) => failed.push((h, e.0)),
+        Err(e) => {
+          self.failed.insert(h, e.0.clone());
+          failed.push((h, e.0));
+        }
       }
     }
     failed
+  }
+
+  /// What callers see when a commit failed, and whether the error carries
+  /// `durableObjectReset` (workerd's wording and flags).
+  pub fn commit_failure(reason: &str) -> (String, bool) {
+    if reason.contains("SQLITE_CONSTRAINT") {
+      let msg = format!(
+        "Durable Object was reset and rolled back to its last known good state because the application left the database in a state where constraints were violated: {reason}"
+      );
+      (msg, false)
+    } else {
+      (
+        format!("Durable Object reset because its storage commit failed: {reason}"),
+        true,
+      )
+    }
   }
 
   /// The WAL files the next durability round must fsync, if any.
@@ -272,6 +295,13 @@ pub fn op_kv_list(
       .map(|(k, v)| (k, Uint8Array::from(v)))
       .collect(),
   )
+}
+
+/// The reason this cell's last commit failed, once; the object resets.
+#[op2]
+#[string]
+pub fn op_cell_take_failure(state: &mut OpState, #[smi] h: u32) -> Option<String> {
+  cells(state).failed.remove(&h)
 }
 
 /// `storage.sync()`: resolves once every write made so far is durable.

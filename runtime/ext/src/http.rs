@@ -133,7 +133,9 @@ impl Inbox {
 
   /// Sends the replies the output gate held for commit rounds up to
   /// `round`, now durable; `failed` turns them into errors instead.
-  pub fn release_held(&self, round: u64, failed: Option<&str>) {
+  /// `failed` is the error message and whether it carries
+  /// `durableObjectReset`.
+  pub fn release_held(&self, round: u64, failed: Option<(&str, bool)>) {
     let ready: Vec<Held> = {
       let mut held = self.held.borrow_mut();
       if held.is_empty() {
@@ -147,8 +149,9 @@ impl Inbox {
       match (h, failed) {
         (Held::Http(id, reply), None) => self.send_http(id, reply),
         (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
-        (Held::Http(id, _), Some(reason)) => {
-          let body = ReplyBody::Error(reason.to_string());
+        (Held::Http(id, _), Some((reason, reset))) => {
+          // JSON, so a `stub.fetch()` caller rebuilds the error (see js/).
+          let body = ReplyBody::Error(String::from_utf8_lossy(&error_json(reason, reset)).into());
           self.send_http(
             id,
             HttpReply {
@@ -158,11 +161,11 @@ impl Inbox {
             },
           )
         }
-        (Held::Rpc(id, _), Some(reason)) => self.send_rpc(
+        (Held::Rpc(id, _), Some((reason, reset))) => self.send_rpc(
           id,
           RpcReply {
             ok: false,
-            payload: error_json(reason, true),
+            payload: error_json(reason, reset),
           },
         ),
       }

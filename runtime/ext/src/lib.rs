@@ -40,6 +40,7 @@ deno_core::extension!(
     cell::op_cell_close,
     cell::op_cell_abort,
     cell::op_cell_sync,
+    cell::op_cell_take_failure,
     cell::op_kv_get,
     cell::op_kv_put,
     cell::op_kv_put_many,

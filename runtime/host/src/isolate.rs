@@ -263,7 +263,7 @@ fn durability(
               tracing::error!("fsync failed: {e}");
               let msg =
                 format!("Durable Object reset because its storage could not be made durable: {e}");
-              inbox.release_held(round, Some(&msg));
+              inbox.release_held(round, Some((&msg, true)));
             }
           }
         }
@@ -310,8 +310,8 @@ async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
           .collect::<Vec<_>>()
           .join("; ");
         tracing::error!("commit failed: {reason}");
-        let msg = format!("Durable Object reset because its storage commit failed: {reason}");
-        inbox.release_held(cells.committed(), Some(&msg));
+        let (msg, reset) = Cells::commit_failure(&reason);
+        inbox.release_held(cells.committed(), Some((&msg, reset)));
       }
       durability(cx, cells, inbox, &mut syncing);
       r
