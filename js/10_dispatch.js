@@ -4,8 +4,8 @@
 // otherwise).
 import { core, primordials } from "ext:core/mod.js";
 import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
-import { makeNamespace } from "ext:cellhost/30_durable_objects.js";
-import { dispatchActor, setupActors } from "ext:cellhost/40_cell.js";
+import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
+import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -102,6 +102,7 @@ class ExecutionContext {
 export function boot(ns, configJson) {
   const config = JSONParse(configJson);
   const env = config.env;
+  setIsolate(config.isolate);
   const actors = [];
   for (let i = 0; i < config.durableObjects.length; i++) {
     const d = config.durableObjects[i];
@@ -144,7 +145,8 @@ async function runLoop() {
     if (jobs === null) return;
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i];
-      if (job.actor === null) handle(job);
+      if (job.kind === "export") dispatchExport(job);
+      else if (job.actor === null) handle(job);
       else dispatchActor(job);
     }
   }

@@ -2,6 +2,7 @@
 // travel to the isolate that hosts the object (see 40_cell.js) through
 // op_do_fetch / op_do_call.
 import { core, primordials } from "ext:core/mod.js";
+import { RpcTarget } from "ext:cellhost/20_workers_module.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -22,6 +23,8 @@ const {
   op_do_id_from_string,
   op_do_fetch,
   op_do_call,
+  op_do_call_export,
+  op_do_reply,
 } = core.ops;
 
 const KEY = SymbolFor("cellhost.illegalConstructor");
@@ -138,6 +141,98 @@ export function remoteError(json) {
   return e;
 }
 
+// Functions and RpcTargets cross RPC by reference: the sender keeps them in
+// its export table and sends a marker; the receiver gets a stub whose calls
+// travel back to the sender's isolate. (Exports live until the isolate is
+// recycled: stubs cannot be disposed yet.)
+const STUB_KEY = "__cellhost_rpc_stub__";
+const exportsTable = new primordials.SafeMap();
+let nextExport = 1;
+let selfIsolate = 0;
+
+export function setIsolate(index) {
+  selfIsolate = index;
+}
+
+function exportValue(v) {
+  const id = nextExport++;
+  exportsTable.set(id, v);
+  return { [STUB_KEY]: [selfIsolate, id, typeof v === "function" ? "f" : "t"] };
+}
+
+function plain(v) {
+  const p = primordials.ObjectGetPrototypeOf(v);
+  return p === Object.prototype || p === null;
+}
+
+/** Replaces functions and RpcTargets (in arrays and plain objects) by markers. */
+export function encode(v, depth = 0) {
+  if (typeof v === "function") return exportValue(v);
+  if (v === null || typeof v !== "object" || depth > 64) return v;
+  if (ObjectPrototypeIsPrototypeOf(RpcTarget.prototype, v)) return exportValue(v);
+  if (primordials.ArrayIsArray(v)) return v.map((x) => encode(x, depth + 1));
+  if (plain(v)) {
+    const o = {};
+    for (const k of primordials.ObjectKeys(v)) o[k] = encode(v[k], depth + 1);
+    return o;
+  }
+  return v;
+}
+
+/** Turns markers back into stubs. */
+export function decode(v, depth = 0) {
+  if (v === null || typeof v !== "object" || depth > 64) return v;
+  if (primordials.ArrayIsArray(v)) return v.map((x) => decode(x, depth + 1));
+  if (plain(v)) {
+    const m = v[STUB_KEY];
+    if (m !== undefined) return importStub(m);
+    const o = {};
+    for (const k of primordials.ObjectKeys(v)) o[k] = decode(v[k], depth + 1);
+    return o;
+  }
+  return v;
+}
+
+function importStub({ 0: iso, 1: id, 2: kind }) {
+  const call = (method, args) => callExport(iso, id, method, args);
+  if (kind === "f") return (...args) => call("", args);
+  return new Proxy({}, {
+    get(_, prop) {
+      if (typeof prop === "symbol" || prop === "then") return undefined;
+      return (...args) => call(prop, args);
+    },
+  });
+}
+
+async function callExport(iso, id, method, args) {
+  const bytes = serializeArgs(["call", encode(args)]);
+  const { 0: ok, 1: payload } = await op_do_call_export(iso, id, method, bytes);
+  if (!ok) throw remoteError(new TextDecoder().decode(payload));
+  return decode(core.deserialize(payload));
+}
+
+/** Runs a call that arrived through a stub for one of our exports. */
+export async function runExport(job, errorJson) {
+  try {
+    const target = exportsTable.get(job.export);
+    if (target === undefined) throw new Error("RPC stub used after being disposed.");
+    const { 1: args } = core.deserialize(job.args);
+    const decoded = decode(args);
+    let value;
+    if (job.method === "") {
+      value = await target(...decoded);
+    } else {
+      if (typeof target[job.method] !== "function" || ReflectHas(Object.prototype, job.method)) {
+        throw new TypeError(`The RPC receiver does not implement the method "${job.method}".`);
+      }
+      value = await target[job.method](...decoded);
+    }
+    op_do_reply(job.id, true, serializeArgs(encode(value)));
+  } catch (e) {
+    op_do_reply(job.id, false, new TextEncoder().encode(errorJson(e)));
+  }
+}
+
 function serializeArgs(value) {
   try {
     return core.serialize(value);
@@ -147,10 +242,10 @@ function serializeArgs(value) {
 }
 
 async function rpc(ns, id, kind, method, args) {
-  const bytes = serializeArgs([kind, args]);
+  const bytes = serializeArgs([kind, encode(args)]);
   const { 0: ok, 1: payload } = await op_do_call(ns, id.toString(), id.name, method, bytes);
   if (!ok) throw remoteError(new TextDecoder().decode(payload));
-  return core.deserialize(payload);
+  return decode(core.deserialize(payload));
 }
 
 class DurableObjectStub {

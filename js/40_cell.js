@@ -5,7 +5,13 @@
 // host at the end of the turn; replies wait for that commit (output gate).
 import { core, primordials } from "ext:core/mod.js";
 import { DurableObject } from "ext:cellhost/20_workers_module.js";
-import { DurableObjectId, remoteError } from "ext:cellhost/30_durable_objects.js";
+import {
+  decode,
+  DurableObjectId,
+  encode,
+  remoteError,
+  runExport,
+} from "ext:cellhost/30_durable_objects.js";
 import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
 
 const {
@@ -64,6 +70,10 @@ let evictTimer = null;
 export function setupActors(list, e) {
   classes = list;
   env = e;
+}
+
+export function dispatchExport(job) {
+  runExport(job, (e) => errorJson(e));
 }
 
 export function dispatchActor(job) {
@@ -224,10 +234,10 @@ class Cell {
         respond(job.id, res);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
-        const value = await this.invoke(kind, job.method, args);
+        const value = await this.invoke(kind, job.method, decode(args));
         let bytes;
         try {
-          bytes = core.serialize(value);
+          bytes = core.serialize(encode(value));
         } catch (e) {
           throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
         }

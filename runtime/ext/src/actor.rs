@@ -13,8 +13,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::body::ReplyStream;
 use crate::http::{
-  ActorTarget, HttpJob, HttpReply, Job, ReplyBody, RequestBody, RpcJob, RpcReply, gated, inbox,
-  pump,
+  ActorTarget, ExportJob, HttpJob, HttpReply, Job, ReplyBody, RequestBody, RpcJob, RpcReply, gated,
+  inbox, pump,
 };
 use crate::id;
 
@@ -213,6 +213,36 @@ pub async fn op_do_call(
       reply: tx,
     }),
   )?;
+  let reply: RpcReply = rx
+    .await
+    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
+  Ok((reply.ok, reply.payload.into()))
+}
+
+/// A call through a stub for a function or `RpcTarget` that isolate
+/// `isolate` passed over RPC: `[ok, payload]` as for `op_do_call`.
+#[op2]
+pub async fn op_do_call_export(
+  state: Rc<RefCell<OpState>>,
+  #[smi] isolate: u32,
+  #[smi] export: u32,
+  #[string] method: String,
+  #[buffer(copy)] args: Vec<u8>,
+) -> Result<(bool, Uint8Array), JsErrorBox> {
+  let router = router(&state.borrow());
+  let (tx, rx) = oneshot::channel();
+  let queue = router
+    .isolates
+    .get(isolate as usize)
+    .ok_or_else(|| JsErrorBox::type_error("unknown isolate"))?;
+  queue
+    .send(Job::Export(ExportJob {
+      export,
+      method,
+      args,
+      reply: tx,
+    }))
+    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
   let reply: RpcReply = rx
     .await
     .map_err(|_| JsErrorBox::generic("Network connection lost."))?;

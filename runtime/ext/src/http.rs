@@ -28,6 +28,17 @@ pub type Body = UnsyncBoxBody<Bytes, BoxError>;
 pub enum Job {
   Http(HttpJob),
   Rpc(RpcJob),
+  Export(ExportJob),
+}
+
+/// A call to a function or `RpcTarget` this isolate passed over RPC (the
+/// other side holds a stub for it).
+pub struct ExportJob {
+  pub export: u32,
+  /// The method of an `RpcTarget`; empty to call a function itself.
+  pub method: String,
+  pub args: Vec<u8>,
+  pub reply: oneshot::Sender<RpcReply>,
 }
 
 /// A Durable Object a job is for.
@@ -223,6 +234,7 @@ pub struct JsJob {
   body_rid: Option<ResourceId>,
   args: Option<Uint8Array>,
   actor: Option<JsActor>,
+  export: Option<u32>,
 }
 
 #[derive(ToV8)]
@@ -284,6 +296,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             body_rid,
             args: None,
             actor: job.actor.map(JsActor::from),
+            export: None,
           }
         }
         Job::Rpc(job) => {
@@ -297,6 +310,21 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             body_rid: None,
             args: Some(job.args.into()),
             actor: Some(job.target.into()),
+            export: None,
+          }
+        }
+        Job::Export(job) => {
+          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
+          JsJob {
+            id,
+            kind: "export",
+            method: job.method,
+            url: None,
+            headers: None,
+            body_rid: None,
+            args: Some(job.args.into()),
+            actor: None,
+            export: Some(job.export),
           }
         }
       }

@@ -16,7 +16,8 @@ pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
 pub use cell::{Cells, SyncBatch};
 pub use http::{
-  ActorTarget, Body, BoxError, HttpJob, HttpReply, Inbox, Job, ReplyBody, RpcJob, RpcReply,
+  ActorTarget, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody, RpcJob,
+  RpcReply,
 };
 
 deno_core::extension!(
@@ -35,6 +36,7 @@ deno_core::extension!(
     actor::op_do_id_from_string,
     actor::op_do_fetch,
     actor::op_do_call,
+    actor::op_do_call_export,
     actor::op_do_reply,
     cell::op_cell_open,
     cell::op_cell_close,

@@ -116,7 +116,7 @@ fn thread_main(
     let inbox = Rc::new(Inbox::new(rx));
     let mut ready = Some(ready);
     loop {
-      match boot(&spec, &opts, &inbox, &watch, &router).await {
+      match boot(index, &spec, &opts, &inbox, &watch, &router).await {
         Ok(mut js) => {
           if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
@@ -141,6 +141,7 @@ fn thread_main(
 
 /// Creates an isolate from the snapshot and evaluates the Worker in it.
 async fn boot(
+  index: usize,
   spec: &WorkerSpec,
   opts: &PoolOptions,
   inbox: &Rc<Inbox>,
@@ -205,6 +206,7 @@ async fn boot(
   let config = serde_json::json!({
     "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
     "env": spec.env,
+    "isolate": index,
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,
       "className": d.class_name,
