@@ -49,6 +49,16 @@ const request = core.loadExtScript("ext:deno_fetch/23_request.js");
 const response = core.loadExtScript("ext:deno_fetch/23_response.js");
 const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
 
+// The output gate covers outbound requests too: while writes made on this
+// isolate are not yet durable, a fetch() waits for them before it leaves.
+const { op_cell_gate_pending, op_cell_sync } = core.ops;
+const realFetch = fetchMod.fetch;
+function gatedFetch(input, init) {
+  if (op_cell_gate_pending()) return op_cell_sync().then(() => realFetch(input, init));
+  return realFetch(input, init);
+}
+ObjectDefineProperty(gatedFetch, "name", { value: "fetch" });
+
 // console.* goes to the host log (tracing), not straight to stdout, and
 // without terminal colours.
 consoleMod.setNoColorFns(() => true, () => true);
@@ -92,7 +102,7 @@ ObjectDefineProperties(globalThis, {
   Headers: core.propNonEnumerable(headers.Headers),
   Request: core.propNonEnumerable(request.Request),
   Response: core.propNonEnumerable(response.Response),
-  fetch: core.propWritable(fetchMod.fetch),
+  fetch: core.propWritable(gatedFetch),
   CloseEvent: core.propNonEnumerable(event.CloseEvent),
   CustomEvent: core.propNonEnumerable(event.CustomEvent),
   ErrorEvent: core.propNonEnumerable(event.ErrorEvent),

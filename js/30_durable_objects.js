@@ -25,7 +25,15 @@ const {
   op_do_call,
   op_do_call_export,
   op_do_reply,
+  op_cell_gate_pending,
+  op_cell_sync,
 } = core.ops;
+
+// Calls to other objects are outbound effects: they wait for this isolate's
+// pending writes to be durable first (the output gate).
+function outputGate() {
+  return op_cell_gate_pending() ? op_cell_sync() : undefined;
+}
 
 const KEY = SymbolFor("cellhost.illegalConstructor");
 const internal = globalThis[SymbolFor("cellhost.internal")];
@@ -206,6 +214,7 @@ function importStub({ 0: iso, 1: id, 2: kind }) {
 
 async function callExport(iso, id, method, args) {
   const bytes = serializeArgs(["call", encode(args)]);
+  await outputGate();
   const { 0: ok, 1: payload } = await op_do_call_export(iso, id, method, bytes);
   if (!ok) throw remoteError(new TextDecoder().decode(payload));
   return decode(core.deserialize(payload));
@@ -243,6 +252,7 @@ function serializeArgs(value) {
 
 async function rpc(ns, id, kind, method, args) {
   const bytes = serializeArgs([kind, encode(args)]);
+  await outputGate();
   const { 0: ok, 1: payload } = await op_do_call(ns, id.toString(), id.name, method, bytes);
   if (!ok) throw remoteError(new TextDecoder().decode(payload));
   return decode(core.deserialize(payload));
@@ -279,6 +289,7 @@ class DurableObjectStub {
     const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
     const headers = [];
     for (const pair of req.headers) headers.push(pair);
+    await outputGate();
     const res = await op_do_fetch(
       this.#ns,
       this.#id.toString(),

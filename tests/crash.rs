@@ -104,3 +104,110 @@ fn acknowledged_writes_survive_sigkill() {
   drop(ch);
   let _ = std::fs::remove_dir_all(&data);
 }
+
+/// An outbound effect that reveals a write (here a fetch carrying the new
+/// count) leaves only after the write is durable: whatever the upstream saw
+/// must still be there after a SIGKILL.
+#[test]
+fn outbound_fetch_never_reveals_a_write_that_is_lost() {
+  use std::io::{BufRead, BufReader, Write};
+  use std::net::TcpListener;
+  let seen = Arc::new(AtomicU64::new(0));
+  let l = TcpListener::bind("127.0.0.1:0").unwrap();
+  let up = l.local_addr().unwrap();
+  let s2 = seen.clone();
+  std::thread::spawn(move || {
+    for stream in l.incoming().map_while(Result::ok) {
+      let seen = s2.clone();
+      std::thread::spawn(move || {
+        let mut r = BufReader::new(stream.try_clone().unwrap());
+        let mut stream = stream;
+        loop {
+          let mut first = String::new();
+          if r.read_line(&mut first).unwrap_or(0) == 0 {
+            return;
+          }
+          if let Some(v) = first
+            .split("v=")
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+          {
+            seen.fetch_max(v.parse().unwrap_or(0), Ordering::SeqCst);
+          }
+          loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+              break;
+            }
+          }
+          let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+        }
+      });
+    }
+  });
+  let dir = std::env::temp_dir().join(format!("cellhost-crash-fetch-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&dir);
+  std::fs::create_dir_all(&dir).unwrap();
+  std::fs::write(
+    dir.join("worker.js"),
+    format!(
+      "import {{ DurableObject }} from 'cloudflare:workers';
+export class C extends DurableObject {{
+  constructor(ctx, env) {{ super(ctx, env); ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS c (id INTEGER PRIMARY KEY, v INTEGER)'); }}
+  async inc() {{
+    const v = this.ctx.storage.sql.exec('INSERT INTO c VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET v = v + 1 RETURNING v').one().v;
+    await fetch('http://{up}/seen?v=' + v);
+    return v;
+  }}
+  get() {{ return this.ctx.storage.sql.exec('SELECT v FROM c').toArray()[0]?.v ?? 0; }}
+}}
+export default {{ async fetch(r, env) {{
+  const s = env.C.getByName('x');
+  return new Response(String(new URL(r.url).pathname === '/inc' ? await s.inc() : await s.get()));
+}} }};"
+    ),
+  )
+  .unwrap();
+  std::fs::write(
+    dir.join("wrangler.toml"),
+    "name = \"f\"\nmain = \"worker.js\"\n[[durable_objects.bindings]]\nname = \"C\"\nclass_name = \"C\"\n[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"C\"]\n",
+  )
+  .unwrap();
+  let data = dir.join("data");
+  let mut rng = Rng(0xfeed);
+  for round in 0..30 {
+    let ch = Cellhost::start(&dir, &["--data", data.to_str().unwrap()]);
+    let have: u64 = get(ch.addr, "/get").text().parse().unwrap();
+    let shown = seen.load(Ordering::SeqCst);
+    assert!(
+      have >= shown,
+      "round {round}: the upstream saw count {shown}, but only {have} survived"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..3)
+      .map(|_| {
+        let (stop, addr) = (stop.clone(), ch.addr);
+        std::thread::spawn(move || {
+          while !stop.load(Ordering::SeqCst) {
+            if request(addr, "POST", "/inc", &[], b"").is_err() {
+              break;
+            }
+          }
+        })
+      })
+      .collect();
+    std::thread::sleep(Duration::from_millis(10 + rng.next() % 50));
+    let mut ch = ch;
+    let _ = ch.child.kill();
+    let _ = ch.child.wait();
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+      c.join().unwrap();
+    }
+  }
+  assert!(
+    seen.load(Ordering::SeqCst) > 30,
+    "too few effects to mean anything"
+  );
+  let _ = std::fs::remove_dir_all(&dir);
+}

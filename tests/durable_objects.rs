@@ -178,3 +178,76 @@ export default { async fetch(r, env) {
   // The next call reaches a fresh instance.
   assert_eq!(get(ch.addr, "/").text(), "2");
 }
+
+#[test]
+fn effects_after_a_failed_commit_are_never_sent() {
+  use std::io::{BufRead, BufReader, Write};
+  let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+  let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+  let up = l.local_addr().unwrap();
+  let s2 = seen.clone();
+  std::thread::spawn(move || {
+    for stream in l.incoming().map_while(Result::ok) {
+      let mut r = BufReader::new(stream.try_clone().unwrap());
+      let mut stream = stream;
+      let mut first = String::new();
+      let _ = r.read_line(&mut first);
+      s2.lock()
+        .unwrap()
+        .push(first.split_whitespace().nth(1).unwrap_or("").to_string());
+      loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+          break;
+        }
+      }
+      let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+      );
+    }
+  });
+  let w = format!(
+    "import {{ DurableObject }} from 'cloudflare:workers';
+export class Obj extends DurableObject {{
+  constructor(ctx, env) {{
+    super(ctx, env);
+    ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS p (id INTEGER PRIMARY KEY)');
+    ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS c (id INTEGER PRIMARY KEY, p INTEGER REFERENCES p(id))');
+  }}
+  async good() {{ this.ctx.storage.sql.exec('INSERT INTO p VALUES (1)'); await fetch('http://{up}/good'); return 'good'; }}
+  async bad() {{
+    this.ctx.storage.sql.exec('PRAGMA defer_foreign_keys = ON');
+    this.ctx.storage.sql.exec('INSERT INTO c VALUES (2, 99)');
+    await fetch('http://{up}/revealed-a-rolled-back-write');
+    return 'bad';
+  }}
+}}
+export default {{ async fetch(r, env) {{
+  const s = env.OBJ.getByName('x');
+  try {{ return new Response(new URL(r.url).pathname === '/bad' ? await s.bad() : await s.good()); }}
+  catch (e) {{ return new Response(e.message, {{ status: 500 }}); }}
+}} }};"
+  );
+  let d = project(
+    "brokengate",
+    &w,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
+  let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data_arg(&d)]);
+  assert_eq!(get(ch.addr, "/good").text(), "good");
+  let r = get(ch.addr, "/bad");
+  assert_eq!(r.status, 500, "{}", r.text());
+  assert!(
+    r.text().contains("constraints were violated") || r.text().contains("commit failed"),
+    "{}",
+    r.text()
+  );
+  std::thread::sleep(Duration::from_millis(300));
+  let seen = seen.lock().unwrap().clone();
+  assert_eq!(
+    seen,
+    vec!["/good".to_string()],
+    "an effect revealed a write that was rolled back"
+  );
+}

@@ -32,8 +32,15 @@ pub struct Cells {
   /// Cells whose commit failed, with the reason; the object is reset on its
   /// next event.
   failed: HashMap<u32, String>,
+  /// Open cells by `<unique key>/<id hex>`, so a reply finds its cell.
+  by_key: HashMap<String, u32>,
+  /// The round of each cell's latest commit.
+  last_round: HashMap<u32, u64>,
   /// `storage.sync()` calls waiting for a round to become durable.
-  sync_waiters: Vec<(u64, tokio::sync::oneshot::Sender<()>)>,
+  sync_waiters: Vec<(u64, tokio::sync::oneshot::Sender<bool>)>,
+  /// The latest round in which some commit failed: effects waiting for it
+  /// are dropped, not sent (the output gate is broken).
+  failed_round: u64,
 }
 
 /// WAL files to fsync for one durability round.
@@ -73,7 +80,29 @@ impl Cells {
       unsynced: HashMap::new(),
       dir_synced: HashSet::new(),
       sync_waiters: Vec::new(),
+      failed_round: 0,
       failed: HashMap::new(),
+      by_key: HashMap::new(),
+      last_round: HashMap::new(),
+    }
+  }
+
+  /// The round output of the cell `key` (`<unique key>/<id hex>`) must wait
+  /// for: its own uncommitted or not yet durable writes only, so a
+  /// read-only event of an object is not delayed by its neighbours.
+  pub fn gate_round_for(&self, key: &str) -> u64 {
+    let Some(&h) = self.by_key.get(key) else {
+      return 0;
+    };
+    if self.dirty.contains(&h) {
+      self.committed + 1
+    } else {
+      self
+        .last_round
+        .get(&h)
+        .copied()
+        .filter(|r| *r > self.durable)
+        .unwrap_or(0)
     }
   }
 
@@ -103,10 +132,12 @@ impl Cells {
       };
       match db.commit() {
         Ok(()) => {
+          self.last_round.insert(h, self.committed);
           let dir = self.dir_synced.insert(h);
           *self.unsynced.entry(db.wal_path()).or_insert(false) |= dir;
         }
         Err(e) => {
+          self.failed_round = self.committed;
           self.failed.insert(h, e.0.clone());
           failed.push((h, e.0));
         }
@@ -154,8 +185,9 @@ impl Cells {
   pub fn mark_durable(&mut self, round: u64) {
     self.durable = self.durable.max(round);
     let durable = self.durable;
-    for (_, tx) in self.sync_waiters.extract_if(.., |(r, _)| *r <= durable) {
-      let _ = tx.send(());
+    let failed_round = self.failed_round;
+    for (r, tx) in self.sync_waiters.extract_if(.., |(r, _)| *r <= durable) {
+      let _ = tx.send(r != failed_round);
     }
   }
 
@@ -195,14 +227,23 @@ pub fn op_cell_open(
   let h = c.next;
   c.next += 1;
   c.dbs.insert(h, db);
+  c.by_key.insert(format!("{unique_key}/{id_hex}"), h);
   Ok(h)
+}
+
+impl Cells {
+  fn forget(&mut self, h: u32) {
+    self.by_key.retain(|_, v| *v != h);
+    self.last_round.remove(&h);
+    self.dir_synced.remove(&h);
+  }
 }
 
 /// Evicts a cell's database (after committing what it wrote).
 #[op2(fast)]
 pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
-  c.dir_synced.remove(&h);
+  c.forget(h);
   // Closing checkpoints the WAL into the database and syncs it.
   if let Some(mut db) = c.dbs.remove(&h)
     && c.dirty.remove(&h)
@@ -215,6 +256,7 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
 #[op2(fast)]
 pub fn op_cell_abort(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
+  c.forget(h);
   c.dirty.remove(&h);
   if let Some(mut db) = c.dbs.remove(&h) {
     db.rollback();
@@ -304,21 +346,37 @@ pub fn op_cell_take_failure(state: &mut OpState, #[smi] h: u32) -> Option<String
   cells(state).failed.remove(&h)
 }
 
+/// Whether writes on this isolate are not yet durable: outbound effects
+/// (fetch, calls to other objects) then wait for them first.
+#[op2(fast)]
+pub fn op_cell_gate_pending(state: &mut OpState) -> bool {
+  state
+    .try_borrow::<Cells>()
+    .is_some_and(|c| c.gate_round() > 0)
+}
+
 /// `storage.sync()`: resolves once every write made so far is durable.
 #[op2]
-pub async fn op_cell_sync(state: std::rc::Rc<std::cell::RefCell<OpState>>) {
+pub async fn op_cell_sync(
+  state: std::rc::Rc<std::cell::RefCell<OpState>>,
+) -> Result<(), JsErrorBox> {
   let rx = {
     let mut st = state.borrow_mut();
     let c = st.borrow_mut::<Cells>();
     let round = c.gate_round();
     if round == 0 {
-      return;
+      return Ok(());
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     c.sync_waiters.push((round, tx));
     rx
   };
-  let _ = rx.await;
+  match rx.await {
+    Ok(true) => Ok(()),
+    _ => Err(JsErrorBox::generic(
+      "Durable Object reset because its storage commit failed; the output that depended on it was not sent",
+    )),
+  }
 }
 
 #[op2(fast)]

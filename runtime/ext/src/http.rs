@@ -96,9 +96,20 @@ pub struct Inbox {
   rx: RefCell<mpsc::UnboundedReceiver<Job>>,
   pending: RefCell<HashMap<u32, oneshot::Sender<HttpReply>>>,
   pending_rpc: RefCell<HashMap<u32, oneshot::Sender<RpcReply>>>,
+  /// Which output gate each pending job's reply passes (see `Gate`).
+  gates: RefCell<HashMap<u32, Gate>>,
   /// Replies waiting for the end-of-turn commit (the output gate).
   held: RefCell<Vec<(u64, Held)>>,
   next_id: Cell<u32>,
+}
+
+/// A Worker's own response reveals storage only through replies that were
+/// already gated; an object's reply waits for its own writes; a call into an
+/// exported function or RpcTarget may touch any cell here, so it waits for
+/// all of them.
+enum Gate {
+  Cell(String),
+  Isolate,
 }
 
 enum Held {
@@ -112,6 +123,7 @@ impl Inbox {
       rx: RefCell::new(rx),
       pending: Default::default(),
       pending_rpc: Default::default(),
+      gates: Default::default(),
       held: Default::default(),
       next_id: Cell::new(1),
     }
@@ -126,6 +138,7 @@ impl Inbox {
   /// isolate is being recycled).
   pub fn fail_in_flight(&self, reason: &str) {
     self.held.borrow_mut().clear();
+    self.gates.borrow_mut().clear();
     for (_, tx) in self.pending.borrow_mut().drain() {
       let body = ReplyBody::Error(reason.to_string());
       let _ = tx.send(HttpReply {
@@ -258,11 +271,25 @@ pub(crate) fn inbox(state: &OpState) -> Rc<Inbox> {
   state.borrow::<Rc<Inbox>>().clone()
 }
 
-/// The output gate: the commit round output must wait for (0: none).
-pub(crate) fn gated(state: &OpState) -> u64 {
-  state
-    .try_borrow::<crate::cell::Cells>()
-    .map_or(0, |c| c.gate_round())
+/// The output gate: the commit round the reply to job `id` must wait for
+/// (0: none).
+pub(crate) fn gated(state: &OpState, id: u32) -> u64 {
+  let Some(cells) = state.try_borrow::<crate::cell::Cells>() else {
+    return 0;
+  };
+  match inbox(state).gates.borrow_mut().remove(&id) {
+    None => 0,
+    Some(Gate::Cell(key)) => cells.gate_round_for(&key),
+    Some(Gate::Isolate) => cells.gate_round(),
+  }
+}
+
+fn gate_for(state: &OpState, actor: &ActorTarget) -> Gate {
+  let router = state.borrow::<crate::actor::Router>();
+  match router.namespaces.get(actor.ns as usize) {
+    Some(ns) => Gate::Cell(format!("{}/{}", ns.unique_key, actor.id)),
+    None => Gate::Isolate,
+  }
 }
 
 /// Waits for the next requests; returns every queued one at once so a busy
@@ -284,6 +311,9 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
       match job {
         Job::Http(job) => {
           inbox.pending.borrow_mut().insert(id, job.reply);
+          if let Some(actor) = &job.actor {
+            inbox.gates.borrow_mut().insert(id, gate_for(&state, actor));
+          }
           let body_rid = job
             .body
             .map(|b| state.resource_table.add(RequestBody::new(b)));
@@ -301,6 +331,10 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
         }
         Job::Rpc(job) => {
           inbox.pending_rpc.borrow_mut().insert(id, job.reply);
+          inbox
+            .gates
+            .borrow_mut()
+            .insert(id, gate_for(&state, &job.target));
           JsJob {
             id,
             kind: "rpc",
@@ -315,6 +349,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
         }
         Job::Export(job) => {
           inbox.pending_rpc.borrow_mut().insert(id, job.reply);
+          inbox.gates.borrow_mut().insert(id, Gate::Isolate);
           JsJob {
             id,
             kind: "export",
@@ -394,7 +429,8 @@ fn respond(
     headers,
     body,
   };
-  inbox(state).complete(id, reply, gated(state));
+  let round = gated(state, id);
+  inbox(state).complete(id, reply, round);
 }
 
 /// Reads a readable resource (a JavaScript stream) into a channel, so the

@@ -42,6 +42,7 @@ deno_core::extension!(
     cell::op_cell_close,
     cell::op_cell_abort,
     cell::op_cell_sync,
+    cell::op_cell_gate_pending,
     cell::op_cell_take_failure,
     cell::op_kv_get,
     cell::op_kv_put,
