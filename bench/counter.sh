@@ -4,16 +4,8 @@
 # 64, then a spread over 10 000 objects; resident memory after touching the
 # 10 000 objects and again once they were evicted. Prints cellhost/workerd.
 #   bash bench/counter.sh [seconds]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
-[ -x tests/node_modules/.bin/workerd ] || npm ci --prefix tests --no-audit --no-fund --loglevel=error
-cargo build --release -q -p cellhost
-out=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
-
-wport=$((20000 + RANDOM % 10000)); cport=$((wport + 1))
 cp examples/counter/worker.js "$out/worker.js"
 mkdir -p "$out/wstore"
 cat > "$out/config.capnp" <<CAPNP
@@ -54,7 +46,7 @@ load() { # port conns script -> "rps p99ms"
   wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"${secs}s" --latency -s "$out/$3" "http://127.0.0.1:$1" > "$out/w.txt"
   local rps p99
   rps=$(awk '/Requests\/sec/ {print $2}' "$out/w.txt")
-  p99=$(awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us$/,"",v); v=v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v=v*1000}; print v}' "$out/w.txt")
+  p99=$(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")
   echo "$rps $p99"
 }
 measure() { # name port pid

@@ -3,17 +3,9 @@
 # are driven by the same wrk load; prints req/s, p50/p99 latency, resident
 # memory at idle and under load, and the cellhost/workerd ratios.
 #   bash bench/hello.sh [seconds] [connections]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
 conns=${2:-64}
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
-[ -x tests/node_modules/.bin/workerd ] || npm ci --prefix tests --no-audit --no-fund --loglevel=error
-cargo build --release -q -p cellhost
-out=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
-
-wport=$((20000 + RANDOM % 10000)); cport=$((wport + 1))
 cp examples/hello/worker.js "$out/worker.js"
 cat > "$out/config.capnp" <<CAPNP
 using Workerd = import "/workerd/workerd.capnp";
@@ -57,7 +49,6 @@ cpid=$!
 run_one cellhost "$cport" "$cpid"
 kill $cpid; wait $cpid 2>/dev/null || true
 
-to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'; }
 echo "hello world, wrk -t2 -c$conns -d${secs}s, $(nproc) cores"
 printf "%-9s %12s %9s %9s %11s %11s\n" runtime "req/s" "p50 ms" "p99 ms" "idle RSS MB" "load RSS MB"
 while read -r name rps p50 p99 idle peak; do
