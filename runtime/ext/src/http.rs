@@ -129,18 +129,15 @@ impl Inbox {
     }
   }
 
-  /// Requests handed to JavaScript and not yet answered.
-  pub fn in_flight(&self) -> usize {
-    self.pending.borrow().len() + self.pending_rpc.borrow().len()
-  }
-
   /// Fails every request handed to JavaScript and not yet answered (the
   /// isolate is being recycled).
   pub fn fail_in_flight(&self, reason: &str) {
     self.held.borrow_mut().clear();
     self.gates.borrow_mut().clear();
+    // The objects on this isolate are gone with it: callers see a reset.
+    let error = error_json(reason, true);
     for (_, tx) in self.pending.borrow_mut().drain() {
-      let body = ReplyBody::Error(reason.to_string());
+      let body = ReplyBody::Error(String::from_utf8_lossy(&error).into());
       let _ = tx.send(HttpReply {
         status: 500,
         headers: Vec::new(),
@@ -150,7 +147,7 @@ impl Inbox {
     for (_, tx) in self.pending_rpc.borrow_mut().drain() {
       let _ = tx.send(RpcReply {
         ok: false,
-        payload: error_json(reason, false),
+        payload: error.clone(),
       });
     }
   }
