@@ -234,6 +234,33 @@ core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
   return true;
 });
 
+// workerd extends subtle.digest with MD5.
+{
+  const subtle = crypto.SubtleCrypto.prototype;
+  const digest = subtle.digest;
+  ObjectDefineProperty(subtle, "digest", {
+    configurable: true,
+    writable: true,
+    value: function digest2(algorithm, data) {
+      const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
+      if (typeof name === "string" && primordials.StringPrototypeToUpperCase(name) === "MD5") {
+        try {
+          const bytes = ArrayBuffer.isView(data)
+            ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+            : new Uint8Array(data);
+          return primordials.PromiseResolve(core.ops.op_cellhost_md5(bytes).buffer);
+        } catch (e) {
+          return primordials.PromiseReject(e);
+        }
+      }
+      return primordials.FunctionPrototypeCall(digest, this, algorithm, data);
+    },
+  });
+}
+
+// workerd has no Request.cache (without a compatibility flag).
+delete request.Request.prototype.cache;
+
 // Internal handles for the dispatch glue; not visible under a string key.
 globalThis[SymbolFor("cellhost.internal")] = {
   request,
