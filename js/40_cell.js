@@ -128,6 +128,7 @@ class Cell {
     this.name = actor.name;
     this.queue = [];
     this.turnHeld = false;
+    this.holdToken = 0;
     this.blocked = 0;
     this.inflight = 0;
     this.instance = null;
@@ -171,12 +172,19 @@ class Cell {
       }
       if (this.blocked > 0) return;
     }
+    // The gate reopens when this event finishes (its microtasks included),
+    // or on the next macrotask if it is still waiting on real I/O then;
+    // events that finish at once share a turn, and so one commit.
     this.turnHeld = true;
-    op_defer().then(() => {
-      this.turnHeld = false;
-      this.pump();
-    });
-    this.run(this.queue.shift());
+    const token = ++this.holdToken;
+    const release = () => {
+      if (this.holdToken === token && this.turnHeld) {
+        this.turnHeld = false;
+        this.pump();
+      }
+    };
+    op_defer().then(release);
+    this.run(this.queue.shift()).then(release);
   }
 
   construct() {
