@@ -54,6 +54,7 @@ impl SyncBatch {
   /// The blocking part: fsync every file (a WAL already checkpointed away
   /// is durable in its database file).
   pub fn run(&self) -> std::io::Result<()> {
+    let mut dirs = HashSet::new();
     for (path, dir) in &self.files {
       match std::fs::File::open(path) {
         Ok(f) => f.sync_data()?,
@@ -61,8 +62,12 @@ impl SyncBatch {
         Err(e) => return Err(e),
       }
       if *dir && let Some(parent) = path.parent() {
-        std::fs::File::open(parent)?.sync_all()?;
+        dirs.insert(parent);
       }
+    }
+    // New WALs' directory entries: one fsync per directory, not per file.
+    for dir in dirs {
+      std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
   }
@@ -133,8 +138,13 @@ impl Cells {
       match db.commit() {
         Ok(()) => {
           self.last_round.insert(h, self.committed);
-          let dir = self.dir_synced.insert(h);
-          *self.unsynced.entry(db.wal_path()).or_insert(false) |= dir;
+          let first = self.dir_synced.insert(h);
+          *self.unsynced.entry(db.wal_path()).or_insert(false) |= first;
+          if first {
+            // A new database file's header (WAL mode) must be on disk too,
+            // or a crash could leave a WAL that SQLite would not replay.
+            self.unsynced.entry(db.path().to_path_buf()).or_insert(true);
+          }
         }
         Err(e) => {
           self.failed_round = self.committed;
@@ -508,12 +518,12 @@ mod tests {
     );
     let batch = c.take_unsynced().unwrap();
     assert_eq!(batch.round, 1);
-    assert_eq!(batch.files.len(), 1);
-    assert!(batch.files[0].0.to_string_lossy().ends_with("a.sqlite-wal"));
-    assert!(
-      batch.files[0].1,
-      "a new WAL's directory entry is synced too"
-    );
+    let mut files = batch.files.clone();
+    files.sort();
+    assert_eq!(files.len(), 2, "the new database file and its WAL");
+    assert!(files[0].0.to_string_lossy().ends_with("a.sqlite"));
+    assert!(files[1].0.to_string_lossy().ends_with("a.sqlite-wal"));
+    assert!(files[1].1, "a new WAL's directory entry is synced too");
     assert!(c.take_unsynced().is_none());
     batch.run().unwrap();
     c.mark_durable(batch.round);
