@@ -143,7 +143,8 @@ pub fn request(
   body: &[u8],
 ) -> std::io::Result<Resp> {
   let mut s = TcpStream::connect(addr)?;
-  s.set_read_timeout(Some(Duration::from_secs(30)))?;
+  // Longer than the 30 s blockConcurrencyWhile limit a test waits out.
+  s.set_read_timeout(Some(Duration::from_secs(90)))?;
   let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
   for (k, v) in headers {
     req.push_str(&format!("{k}: {v}\r\n"));

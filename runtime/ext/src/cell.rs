@@ -34,6 +34,8 @@ pub struct Cells {
   failed: HashMap<u32, String>,
   /// Open cells by `<unique key>/<id hex>`, so a reply finds its cell.
   by_key: HashMap<String, u32>,
+  /// The reverse of `by_key`, so closing a cell does not scan every key.
+  key_of: HashMap<u32, String>,
   /// The round of each cell's latest commit.
   last_round: HashMap<u32, u64>,
   /// `storage.sync()` calls waiting for a round to become durable.
@@ -88,6 +90,7 @@ impl Cells {
       failed_round: 0,
       failed: HashMap::new(),
       by_key: HashMap::new(),
+      key_of: HashMap::new(),
       last_round: HashMap::new(),
     }
   }
@@ -237,13 +240,19 @@ pub fn op_cell_open(
   let h = c.next;
   c.next += 1;
   c.dbs.insert(h, db);
-  c.by_key.insert(format!("{unique_key}/{id_hex}"), h);
+  let key = format!("{unique_key}/{id_hex}");
+  c.by_key.insert(key.clone(), h);
+  c.key_of.insert(h, key);
   Ok(h)
 }
 
 impl Cells {
   fn forget(&mut self, h: u32) {
-    self.by_key.retain(|_, v| *v != h);
+    if let Some(key) = self.key_of.remove(&h)
+      && self.by_key.get(&key) == Some(&h)
+    {
+      self.by_key.remove(&key);
+    }
     self.last_round.remove(&h);
     self.dir_synced.remove(&h);
   }

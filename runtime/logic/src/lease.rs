@@ -96,6 +96,19 @@ pub struct NodeLease {
   pub load: u32,
 }
 
+#[cfg(test)]
+impl NodeLease {
+  /// A live lease for unit tests: `node` until `expires_ms`.
+  pub(crate) fn for_test(node: &str, expires_ms: u64) -> Self {
+    NodeLease {
+      node: node.into(),
+      expires_ms,
+      address: "10.0.0.1:9000".into(),
+      load: 0,
+    }
+  }
+}
+
 /// `nodes/<node>.json`.
 pub fn lease_key(node: &str) -> String {
   format!("nodes/{node}.json")

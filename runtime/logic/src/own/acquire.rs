@@ -236,12 +236,7 @@ mod tests {
   }
 
   fn lease(node: &str, expires_ms: u64) -> NodeLease {
-    NodeLease {
-      node: node.into(),
-      expires_ms,
-      address: "10.0.0.1:9000".into(),
-      load: 0,
-    }
+    NodeLease::for_test(node, expires_ms)
   }
 
   #[test]
