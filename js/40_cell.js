@@ -16,6 +16,11 @@ import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
 
 const {
   ArrayIsArray,
+  DatePrototype,
+  DatePrototypeGetTime,
+  MathFloor,
+  MathMax,
+  NumberIsFinite,
   ArrayPrototypeSort,
   Error,
   JSONStringify,
@@ -47,6 +52,11 @@ const {
   op_sql_database_size,
   op_txn_savepoint,
   op_txn_finish,
+  op_alarm_get,
+  op_alarm_set,
+  op_alarm_delete,
+  op_alarm_finish,
+  op_alarm_skip,
   op_do_reply,
   op_cellhost_respond_error,
   op_cellhost_log,
@@ -84,7 +94,9 @@ export function dispatchActor(job) {
     cells.set(key, cell);
     if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
   }
-  cell.enqueue(job);
+  if (job.kind === "alarm") cell.alarmArrived();
+  else if (job.kind === "alarm-failed") cell.alarmFailed(job.row);
+  else cell.enqueue(job);
 }
 
 function evictIdle() {
@@ -136,6 +148,75 @@ class Cell {
     this.handle = 0;
     this.lastActive = Date.now();
     this.cls = classes[this.ns];
+    // The alarm being run ([ms, retry, tag]), and whether another delivery
+    // came meanwhile (one alarm() at a time; it is checked again after).
+    this.alarmRunning = null;
+    this.alarmQueued = false;
+    this.alarmAgain = false;
+  }
+
+  openHandle() {
+    if (this.handle === 0) this.handle = op_cell_open(this.cls.uniqueKey, this.hex);
+    return this.handle;
+  }
+
+  // The wake schedule says the alarm may be due. The stored row decides,
+  // before anything is constructed: a stale or moved alarm runs nothing.
+  alarmArrived() {
+    if (this.alarmRunning !== null) {
+      this.alarmAgain = true;
+      return;
+    }
+    if (this.alarmQueued || this.broken !== null) return;
+    if (this.dueAlarm() === null) return;
+    this.alarmQueued = true;
+    this.enqueue({ kind: "alarm" });
+  }
+
+  dueAlarm() {
+    const row = op_alarm_get(this.openHandle());
+    if (row === null) op_alarm_skip(this.ns, this.hex, this.name, -1);
+    else if (row[0] > Date.now()) op_alarm_skip(this.ns, this.hex, this.name, row[0]);
+    else return row;
+    return null;
+  }
+
+  // The previous instance was reset while its alarm() ran: count that
+  // failure here, on the cell's fresh database handle.
+  alarmFailed(row) {
+    op_alarm_finish(this.openHandle(), this.ns, this.hex, this.name, row[0], row[1], row[2], 1);
+    this.lastActive = Date.now();
+  }
+
+  async runAlarm() {
+    this.alarmQueued = false;
+    const row = this.dueAlarm();
+    if (row === null) return;
+    const { ns, hex, name } = this;
+    if (typeof this.instance.alarm !== "function") {
+      op_cellhost_log(2, `Durable Object ${this.cls.className} has no alarm() handler; its alarm is deleted\n`);
+      op_alarm_finish(this.handle, ns, hex, name, row[0], row[1], row[2], 0);
+      return;
+    }
+    this.alarmRunning = row;
+    let outcome = 0;
+    try {
+      await this.instance.alarm({ scheduledTime: row[0], retryCount: row[1], isRetry: row[1] > 0 });
+    } catch (e) {
+      op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
+      outcome = 1;
+    } finally {
+      this.alarmRunning = null;
+    }
+    if (this.broken !== null) {
+      dispatchActor({ kind: "alarm-failed", row, actor: { ns, id: hex, name } });
+      return;
+    }
+    op_alarm_finish(this.handle, ns, hex, name, row[0], row[1], row[2], outcome);
+    if (this.alarmAgain) {
+      this.alarmAgain = false;
+      this.alarmArrived();
+    }
   }
 
   idle() {
@@ -189,7 +270,7 @@ class Cell {
 
   construct() {
     if (this.instance !== null) return;
-    this.handle = op_cell_open(this.cls.uniqueKey, this.hex);
+    this.openHandle();
     const id = new DurableObjectId(KEY, this.hex, this.name !== null && byteLength(this.name) <= 1024 ? this.name : undefined);
     const ctx = new DurableObjectState(KEY, this, id);
     this.blocked++;
@@ -224,6 +305,7 @@ class Cell {
   }
 
   fail(job, e) {
+    if (job.kind === "alarm") return; // the wake schedule delivers it again
     const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
     const json = errorJson(e, extra);
     if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
@@ -234,7 +316,9 @@ class Cell {
     this.inflight++;
     try {
       if (this.broken !== null) throw this.broken;
-      if (job.kind === "http") {
+      if (job.kind === "alarm") {
+        await this.runAlarm();
+      } else if (job.kind === "http") {
         if (typeof this.instance.fetch !== "function") {
           throw new Error("Handler does not export a fetch() function.");
         }
@@ -501,6 +585,9 @@ class DurableObjectStorage {
       delete: (k) => this.delete(k),
       list: (o) => this.list(o),
       deleteAll: () => PromiseReject(new Error("Cannot call deleteAll() within a transaction")),
+      getAlarm: (o) => this.getAlarm(o),
+      setAlarm: (t, o) => this.setAlarm(t, o),
+      deleteAlarm: (o) => this.deleteAlarm(o),
       rollback: () => {
         if (!rolledBack) {
           rolledBack = true;
@@ -535,15 +622,51 @@ class DurableObjectStorage {
     }
     return this.#kv ??= new SyncKvStorage(KEY, this.#cell);
   }
-  getAlarm() {
-    return PromiseReject(new Error("Durable Object alarms (getAlarm) are not supported by cellhost yet"));
+  getAlarm(_options) {
+    return settle(() => storedAlarm(this.#cell));
   }
-  setAlarm() {
-    return PromiseReject(new Error("Durable Object alarms (setAlarm) are not supported by cellhost yet"));
+  setAlarm(time, _options) {
+    return settle(() => setAlarm(this.#cell, time));
   }
-  deleteAlarm() {
-    return PromiseReject(new Error("Durable Object alarms (deleteAlarm) are not supported by cellhost yet"));
+  deleteAlarm(_options) {
+    return settle(() => {
+      op_alarm_delete(handle(this.#cell));
+    });
   }
+}
+
+// The alarm a running alarm() fired reads as none (unless re-armed).
+function storedAlarm(cell) {
+  const row = op_alarm_get(handle(cell));
+  if (row === null) return null;
+  if (cell.alarmRunning !== null && row[2] === cell.alarmRunning[2]) return null;
+  return row[0];
+}
+
+function setAlarm(cell, time) {
+  let ms;
+  if (ObjectPrototypeIsPrototypeOf(DatePrototype, time)) ms = DatePrototypeGetTime(time);
+  else if (typeof time === "number") ms = time;
+  else {
+    throw new TypeError(
+      "Failed to execute 'setAlarm' on 'DurableObjectStorage': parameter 1 is not of type 'date'.",
+    );
+  }
+  if (!NumberIsFinite(ms)) {
+    throw new TypeError("The value cannot be converted because it is not a valid Date.");
+  }
+  if (ms <= 0) throw new TypeError("setAlarm() cannot be called with an alarm time <= 0");
+  // Allowed in the constructor (no instance yet) whatever the class.
+  if (cell.instance !== null && typeof cell.instance.alarm !== "function") {
+    throw new TypeError(
+      "Your Durable Object class must have an alarm() handler in order to call setAlarm()",
+    );
+  }
+  const h = handle(cell);
+  // Past times fire at once.
+  ms = MathMax(MathFloor(ms), Date.now());
+  if (storedAlarm(cell) === ms) return; // the same time: no write at all
+  op_alarm_set(h, cell.ns, cell.hex, cell.name, ms);
 }
 
 class SyncKvStorage {

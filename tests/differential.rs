@@ -14,6 +14,8 @@
 //!                                     unless `// @kv-class Class`), unique key
 //!                                     `<fixture name>-<Class>` on both runtimes
 //!   `// @divergence TEXT`             a documented, accepted difference (not compared)
+//!
+//! `FIXTURES=SUBSTRING` runs only the fixtures whose names contain it.
 
 mod support;
 
@@ -316,8 +318,12 @@ fn summarize(r: &Resp, compare: &[String]) -> String {
 
 #[test]
 fn fixtures_match_workerd() {
-  let fixtures = fixtures();
+  let mut fixtures = fixtures();
   assert!(fixtures.len() >= 25, "only {} fixtures", fixtures.len());
+  // While developing: `FIXTURES=do_alarm cargo test --test differential`.
+  if let Ok(only) = std::env::var("FIXTURES") {
+    fixtures.retain(|f| f.name.contains(&only));
+  }
   let tmp = std::env::temp_dir().join(format!("cellhost-diff-{}", std::process::id()));
   std::fs::create_dir_all(&tmp).unwrap();
   let upstream = format!("http://{}", upstream());

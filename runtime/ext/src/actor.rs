@@ -96,7 +96,7 @@ pub fn op_do_unique_id(state: &mut OpState, #[smi] ns: u32) -> Result<String, Js
   Ok(id::to_hex(&id::unique(&r.ns(ns)?.key, random)))
 }
 
-fn getrandom(buf: &mut [u8]) {
+pub(crate) fn getrandom(buf: &mut [u8]) {
   use std::io::Read;
   if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
     let _ = f.read_exact(buf);

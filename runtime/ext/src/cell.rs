@@ -204,7 +204,7 @@ impl Cells {
     }
   }
 
-  fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
+  pub(crate) fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
     self
       .dbs
       .get_mut(&h)
@@ -212,17 +212,17 @@ impl Cells {
   }
 
   /// A write: the cell joins this turn's commit.
-  fn db_w(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
+  pub(crate) fn db_w(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
     self.dirty.insert(h);
     self.db(h)
   }
 }
 
-fn err(e: StorageError) -> JsErrorBox {
+pub(crate) fn err(e: StorageError) -> JsErrorBox {
   JsErrorBox::generic(e.0)
 }
 
-fn cells(state: &mut OpState) -> &mut Cells {
+pub(crate) fn cells(state: &mut OpState) -> &mut Cells {
   state.borrow_mut::<Cells>()
 }
 

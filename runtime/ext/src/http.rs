@@ -29,6 +29,12 @@ pub enum Job {
   Http(HttpJob),
   Rpc(RpcJob),
   Export(ExportJob),
+  /// The object's alarm may be due (see `wake`); nobody waits for a reply.
+  Alarm(AlarmJob),
+}
+
+pub struct AlarmJob {
+  pub target: ActorTarget,
 }
 
 /// A call to a function or `RpcTarget` this isolate passed over RPC (the
@@ -235,7 +241,7 @@ fn error_json(message: &str, reset: bool) -> Vec<u8> {
 #[derive(ToV8)]
 pub struct JsJob {
   id: u32,
-  /// "http" or "rpc".
+  /// "http", "rpc", "export" or "alarm".
   kind: &'static str,
   /// The HTTP method, or the RPC method name.
   method: String,
@@ -359,6 +365,17 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             export: Some(job.export),
           }
         }
+        Job::Alarm(job) => JsJob {
+          id,
+          kind: "alarm",
+          method: String::new(),
+          url: None,
+          headers: None,
+          body_rid: None,
+          args: None,
+          actor: Some(job.target.into()),
+          export: None,
+        },
       }
     })
     .collect();

@@ -7,19 +7,22 @@ use deno_core::convert::Uint8Array;
 use deno_core::v8;
 
 mod actor;
+mod alarm;
 mod body;
 mod cell;
 mod http;
 mod id;
 pub mod set;
+mod wake;
 
 pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
 pub use cell::{Cells, SyncBatch};
 pub use http::{
-  ActorTarget, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody, RpcJob,
-  RpcReply,
+  ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody,
+  RpcJob, RpcReply,
 };
+pub use wake::Wake;
 
 deno_core::extension!(
   cellhost,
@@ -56,6 +59,11 @@ deno_core::extension!(
     cell::op_sql_database_size,
     cell::op_txn_savepoint,
     cell::op_txn_finish,
+    alarm::op_alarm_get,
+    alarm::op_alarm_set,
+    alarm::op_alarm_delete,
+    alarm::op_alarm_finish,
+    alarm::op_alarm_skip,
   ],
   esm_entry_point = "ext:cellhost/99_main.js",
   esm = [

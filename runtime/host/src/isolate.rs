@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cellhost_ext::{Cells, Inbox, Job, Router, set};
+use cellhost_ext::{Cells, Inbox, Job, Router, Wake, set};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
 use tokio::sync::mpsc;
 
@@ -53,6 +53,12 @@ impl IsolatePool {
       isolates: inboxes.clone(),
       namespaces: Arc::new(spec.durable_objects.clone()),
     };
+    // Alarms exist only for Durable Objects: a plain Worker writes nothing.
+    let wake = if router.namespaces.is_empty() {
+      None
+    } else {
+      Some(Wake::start(&spec.data_dir, router.clone()).map_err(anyhow::Error::msg)?)
+    };
     let pool = IsolatePool { inboxes };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     for (index, rx) in receivers.into_iter().enumerate() {
@@ -63,10 +69,10 @@ impl IsolatePool {
         pool.clone(),
         ready_tx.clone(),
       );
-      let router = router.clone();
+      let (router, wake) = (router.clone(), wake.clone());
       std::thread::Builder::new()
         .name(format!("cellhost-isolate-{index}"))
-        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool, router))?;
+        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool, router, wake))?;
     }
     drop(ready_tx);
     for _ in 0..pool.len() {
@@ -103,6 +109,7 @@ fn thread_main(
   hook: ThreadHook,
   pool: IsolatePool,
   router: Router,
+  wake: Option<Wake>,
 ) {
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
@@ -116,7 +123,7 @@ fn thread_main(
     let inbox = Rc::new(Inbox::new(rx));
     let mut ready = Some(ready);
     loop {
-      match boot(index, &spec, &opts, &inbox, &watch, &router).await {
+      match boot(index, &spec, &opts, &inbox, &watch, &router, &wake).await {
         Ok(mut js) => {
           if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
@@ -147,6 +154,7 @@ async fn boot(
   inbox: &Rc<Inbox>,
   watch: &Arc<Watch>,
   router: &Router,
+  wake: &Option<Wake>,
 ) -> Result<JsRuntime, String> {
   let heap = opts.heap_limit_mb << 20;
   let mut js = JsRuntime::try_new(RuntimeOptions {
@@ -168,6 +176,9 @@ async fn boot(
     state.put(inbox.clone());
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone()));
+    if let Some(wake) = wake {
+      state.put(wake.clone());
+    }
   }
   watch.set_isolate(js.v8_isolate().thread_safe_handle());
   let w = watch.clone();

@@ -3,9 +3,11 @@
 //! SQL runs on the same connection. Writes join an implicit transaction that
 //! the isolate commits at the end of its turn, for all its cells together.
 
+mod alarm;
 mod auth;
 mod kv;
 mod sql;
+mod wake;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 
+pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow};
 pub use kv::ListOptions;
 pub use sql::{SqlResult, SqlValue};
+pub use wake::{WakeDb, WakeEntry};
 
 /// A failed storage operation; the message is what JavaScript sees.
 #[derive(Debug, Clone, PartialEq)]

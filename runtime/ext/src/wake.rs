@@ -1,0 +1,189 @@
+//! Alarm delivery on this node: a timer thread over every cell's next alarm
+//! time, fed by `setAlarm()` and by the local wake index at start. When an
+//! alarm is due it sends an alarm job to the isolate that hosts the object
+//! (constructing it again if it was evicted); the job checks the cell's
+//! stored alarm before anything runs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cellhost_storage::{WakeDb, WakeEntry};
+
+use crate::actor::Router;
+use crate::http::{ActorTarget, AlarmJob, Job};
+
+/// While an alarm runs its entry stays scheduled this far ahead, so an
+/// isolate that dies mid-handler (CPU limit, crash) does not lose it: the
+/// entry fires again and the stored row, untouched, runs again uncounted.
+const GUARD_MS: u64 = 60_000;
+
+type CellKey = (u32, String);
+
+#[derive(Clone)]
+pub struct Wake {
+  inner: Arc<Inner>,
+}
+
+struct Inner {
+  state: Mutex<State>,
+  cv: Condvar,
+  db: Mutex<WakeDb>,
+  router: Router,
+}
+
+#[derive(Default)]
+struct State {
+  due: BTreeSet<(u64, CellKey)>,
+  at: HashMap<CellKey, (u64, Option<String>)>,
+  /// What the index holds: entries never later than the stored alarm.
+  indexed: HashMap<CellKey, u64>,
+}
+
+pub fn now_ms() -> u64 {
+  SystemTime::now()
+    .duration_since(UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0)
+}
+
+impl Wake {
+  /// Opens the index under `data_dir`, schedules what it holds and starts
+  /// the timer thread.
+  pub fn start(data_dir: &Path, router: Router) -> Result<Wake, String> {
+    let db = WakeDb::open(&data_dir.join("wake.sqlite")).map_err(|e| format!("wake index: {e}"))?;
+    let mut state = State::default();
+    for e in db.load().map_err(|e| format!("wake index: {e}"))? {
+      // Entries of classes no longer bound stay for a later run.
+      if let Some(ns) = router
+        .namespaces
+        .iter()
+        .position(|n| n.unique_key == e.unique_key)
+      {
+        let key = (ns as u32, e.id);
+        state.indexed.insert(key.clone(), e.at_ms);
+        state.set(key, e.at_ms, e.name);
+      }
+    }
+    let wake = Wake {
+      inner: Arc::new(Inner {
+        state: Mutex::new(state),
+        cv: Condvar::new(),
+        db: Mutex::new(db),
+        router,
+      }),
+    };
+    let inner = wake.inner.clone();
+    std::thread::Builder::new()
+      .name("cellhost-wake".into())
+      .spawn(move || inner.run())
+      .map_err(|e| e.to_string())?;
+    Ok(wake)
+  }
+
+  /// The cell's alarm is (now) due at `at_ms`. A time earlier than the
+  /// index holds is written to the index, durably, before the commit that
+  /// stores the alarm, so the index is never later than the cell.
+  pub fn schedule(
+    &self,
+    ns: u32,
+    id: &str,
+    name: Option<String>,
+    at_ms: u64,
+  ) -> Result<(), String> {
+    let key = (ns, id.to_string());
+    let mut st = self.inner.state.lock().unwrap();
+    if st.indexed.get(&key).is_none_or(|&t| at_ms < t) {
+      let unique_key = self.inner.router.namespaces[ns as usize].unique_key.clone();
+      let entry = WakeEntry {
+        unique_key,
+        id: id.into(),
+        name: name.clone(),
+        at_ms,
+      };
+      self
+        .inner
+        .db
+        .lock()
+        .unwrap()
+        .put(&entry)
+        .map_err(|e| e.to_string())?;
+      st.indexed.insert(key.clone(), at_ms);
+    }
+    st.set(key, at_ms, name);
+    self.inner.cv.notify_one();
+    Ok(())
+  }
+
+  /// The cell holds no alarm now: stop waking it (its index entry stays,
+  /// a harmless hint, until a wake finds the cell without an alarm).
+  pub fn cancel(&self, ns: u32, id: &str) {
+    self
+      .inner
+      .state
+      .lock()
+      .unwrap()
+      .unset(&(ns, id.to_string()));
+  }
+
+  /// A wake found the cell without an alarm: drop its hint too.
+  pub fn forget(&self, ns: u32, id: &str) {
+    let key = (ns, id.to_string());
+    let mut st = self.inner.state.lock().unwrap();
+    st.unset(&key);
+    if st.indexed.remove(&key).is_some() {
+      let unique_key = &self.inner.router.namespaces[ns as usize].unique_key;
+      if let Err(e) = self.inner.db.lock().unwrap().remove(unique_key, id) {
+        tracing::warn!("wake index: {e}");
+      }
+    }
+  }
+}
+
+impl State {
+  fn set(&mut self, key: CellKey, at_ms: u64, name: Option<String>) {
+    self.unset(&key);
+    self.due.insert((at_ms, key.clone()));
+    self.at.insert(key, (at_ms, name));
+  }
+
+  fn unset(&mut self, key: &CellKey) {
+    if let Some((at, _)) = self.at.remove(key) {
+      self.due.remove(&(at, key.clone()));
+    }
+  }
+}
+
+impl Inner {
+  fn run(&self) {
+    let mut st = self.state.lock().unwrap();
+    loop {
+      let now = now_ms();
+      let next = st.due.first().map(|(at, _)| *at);
+      match next {
+        Some(at) if at <= now => {
+          let (_, key) = st.due.pop_first().unwrap();
+          let name = st.at.get(&key).and_then(|(_, n)| n.clone());
+          st.set(key.clone(), now + GUARD_MS, name.clone());
+          let target = ActorTarget {
+            ns: key.0,
+            id: key.1,
+            name,
+          };
+          let isolate = self.router.place(&target.id);
+          // The isolates are gone only when the process is stopping.
+          let _ = self.router.isolates[isolate].send(Job::Alarm(AlarmJob { target }));
+        }
+        Some(at) => {
+          st = self
+            .cv
+            .wait_timeout(st, Duration::from_millis(at - now))
+            .unwrap()
+            .0;
+        }
+        None => st = self.cv.wait(st).unwrap(),
+      }
+    }
+  }
+}
