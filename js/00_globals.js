@@ -172,8 +172,6 @@ ObjectDefineProperties(globalThis, {
   self: core.propGetterOnly(() => globalThis),
   caches: missing("caches", "the Cache API"),
   HTMLRewriter: missing("HTMLRewriter", "the HTML rewriter"),
-  WebSocketPair: missing("WebSocketPair", "server-side WebSockets"),
-  WebSocket: missing("WebSocket", "the WebSocket client"),
   EventSource: missing("EventSource", "server-sent events client"),
   [webidl.brand]: core.propNonEnumerable(webidl.brand),
 });

@@ -6,6 +6,7 @@ import { core, primordials } from "ext:core/mod.js";
 import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
+import { kTake } from "ext:cellhost/50_websocket.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -22,6 +23,7 @@ const {
   op_cellhost_respond_bytes,
   op_cellhost_respond_stream,
   op_cellhost_respond_error,
+  op_cellhost_respond_ws,
   op_cellhost_log,
 } = core.ops;
 
@@ -229,6 +231,14 @@ export function respond(id, response) {
     throw new TypeError(
       "Incorrect type for Promise: the Promise did not resolve to 'Response'.",
     );
+  }
+  // 101 with a WebSocket: the socket end goes to the connection.
+  const ws = response.webSocket;
+  if (ws !== null) {
+    const inner = responseMod.toInnerResponseForDenoServe(response);
+    if (inner.status !== 101) throw new TypeError("A Response with a webSocket must have status 101.");
+    op_cellhost_respond_ws(id, inner.headerList, ws[kTake]());
+    return;
   }
   // new Response("text") keeps its body unencoded; send it as is.
   const fastStatus = response[serveFastStatusKey];

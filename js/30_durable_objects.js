@@ -3,6 +3,7 @@
 // op_do_fetch / op_do_call.
 import { core, primordials } from "ext:core/mod.js";
 import { RpcTarget } from "ext:cellhost/20_workers_module.js";
+import { socketFromRid } from "ext:cellhost/50_websocket.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -300,6 +301,13 @@ class DurableObjectStub {
       bodyRid,
     );
     if (res.error !== null) throw remoteError(res.error);
+    if (res.wsRid !== null) {
+      return new Response(null, {
+        status: 101,
+        headers: res.headers,
+        webSocket: socketFromRid(res.wsRid),
+      });
+    }
     const body = res.bodyRid === null ? null : streams.readableStreamForRid(res.bodyRid);
     const nullBody = res.status === 101 || res.status === 204 || res.status === 205 ||
       res.status === 304;

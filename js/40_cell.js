@@ -13,6 +13,8 @@ import {
   runExport,
 } from "ext:cellhost/30_durable_objects.js";
 import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
+import * as hib from "ext:cellhost/45_hibernation.js";
+import { kState } from "ext:cellhost/50_websocket.js";
 
 const {
   ArrayIsArray,
@@ -81,6 +83,8 @@ export function setupActors(list, e) {
   classes = list;
   env = e;
 }
+
+hib.setDeliver((actor, entry, event) => dispatchActor({ kind: "ws", actor, entry, event }));
 
 export function dispatchExport(job) {
   runExport(job, (e) => errorJson(e));
@@ -153,6 +157,8 @@ class Cell {
     this.alarmRunning = null;
     this.alarmQueued = false;
     this.alarmAgain = false;
+    // accept()ed (not hibernatable) sockets keep the object alive.
+    this.liveSockets = 0;
   }
 
   openHandle() {
@@ -220,7 +226,8 @@ class Cell {
   }
 
   idle() {
-    return this.inflight === 0 && this.queue.length === 0 && this.blocked === 0;
+    return this.inflight === 0 && this.queue.length === 0 && this.blocked === 0 &&
+      this.liveSockets === 0;
   }
 
   enqueue(job) {
@@ -293,6 +300,7 @@ class Cell {
       // frozen error objects keep their shape
     }
     this.broken = e;
+    hib.disconnectAll(this.key);
     if (this.handle !== 0) op_cell_abort(this.handle);
     this.handle = 0;
     cells.delete(this.key); // the next call builds a fresh instance
@@ -300,12 +308,14 @@ class Cell {
   }
 
   close() {
+    hib.hibernate(this.key);
     if (this.handle !== 0) op_cell_close(this.handle);
     this.handle = 0;
   }
 
   fail(job, e) {
-    if (job.kind === "alarm") return; // the wake schedule delivers it again
+    // Nobody waits for these: the wake schedule delivers an alarm again.
+    if (job.kind === "alarm" || job.kind === "ws") return;
     const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
     const json = errorJson(e, extra);
     if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
@@ -324,6 +334,9 @@ class Cell {
         }
         const res = await this.instance.fetch(makeRequest(job));
         respond(job.id, res);
+        this.trackSocket(res);
+      } else if (job.kind === "ws") {
+        await this.deliverFrame(job.entry, job.event);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
         const value = await this.invoke(kind, job.method, decode(args));
@@ -341,6 +354,31 @@ class Cell {
     } finally {
       this.inflight--;
       this.lastActive = Date.now();
+    }
+  }
+
+  // The object answered 101 and kept the other end accept()ed.
+  trackSocket(res) {
+    const peer = res?.webSocket?.[kState]?.peer;
+    if (peer === null || peer === undefined || !peer.accepted || peer.readyState === 3) return;
+    this.liveSockets++;
+    peer.onClosed.push(() => {
+      this.liveSockets--;
+      this.lastActive = Date.now();
+    });
+  }
+
+  // A frame or close of a hibernatable socket, for the class's handlers;
+  // a missing handler drops it.
+  async deliverFrame(entry, ev) {
+    const inst = this.instance;
+    const ws = hib.socketOf(entry);
+    if (ev.kind === "text" || ev.kind === "binary") {
+      if (typeof inst.webSocketMessage !== "function") return;
+      await inst.webSocketMessage(ws, ev.kind === "text" ? ev.text : ev.data.buffer);
+    } else if (typeof inst.webSocketClose === "function") {
+      if (ev.kind === "close") await inst.webSocketClose(ws, ev.code, ev.text, true);
+      else await inst.webSocketClose(ws, 1006, "WebSocket disconnected without sending Close frame.", false);
     }
   }
 
@@ -431,11 +469,33 @@ class DurableObjectState {
     this.#cell.break(e);
     throw e;
   }
-  acceptWebSocket() {
-    throw new Error("ctx.acceptWebSocket() (hibernatable WebSockets) is not supported by cellhost yet");
+  get #actor() {
+    const c = this.#cell;
+    return { ns: c.ns, id: c.hex, name: c.name };
   }
-  getWebSockets() {
-    return [];
+  acceptWebSocket(ws, tags) {
+    hib.acceptWebSocket(this.#cell.key, this.#actor, ws, tags);
+  }
+  getWebSockets(tag) {
+    return hib.getWebSockets(this.#cell.key, tag);
+  }
+  getTags(ws) {
+    return hib.getTags(ws);
+  }
+  setWebSocketAutoResponse(pair) {
+    hib.setAutoResponse(this.#cell.key, this.#actor, pair);
+  }
+  getWebSocketAutoResponse() {
+    return hib.getAutoResponse(this.#cell.key);
+  }
+  getWebSocketAutoResponseTimestamp(ws) {
+    return hib.getAutoResponseTimestamp(ws);
+  }
+  setHibernatableWebSocketEventTimeout(ms) {
+    hib.setEventTimeout(this.#cell.key, this.#actor, ms);
+  }
+  getHibernatableWebSocketEventTimeout() {
+    return hib.getEventTimeout(this.#cell.key);
   }
 }
 

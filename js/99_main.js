@@ -2,6 +2,7 @@
 // host calls after loading a Worker.
 import { primordials } from "ext:core/mod.js";
 import "ext:cellhost/00_globals.js";
+import "ext:cellhost/50_websocket.js";
 import * as workers from "ext:cellhost/20_workers_module.js";
 import { boot } from "ext:cellhost/10_dispatch.js";
 

@@ -121,6 +121,8 @@ pub struct ActorResponse {
   status: u16,
   headers: Vec<(ByteString, ByteString)>,
   body_rid: Option<ResourceId>,
+  /// The object answered 101 with one end of a WebSocket.
+  ws_rid: Option<ResourceId>,
   error: Option<String>,
 }
 
@@ -170,7 +172,21 @@ pub async fn op_do_fetch(
         status: 500,
         headers: vec![],
         body_rid: None,
+        ws_rid: None,
         error: Some(e),
+      });
+    }
+    ReplyBody::WebSocket(ep) => {
+      let rid = state
+        .borrow_mut()
+        .resource_table
+        .add(crate::ws::WsResource::new(ep));
+      return Ok(ActorResponse {
+        status: reply.status,
+        headers: reply.headers,
+        body_rid: None,
+        ws_rid: Some(rid),
+        error: None,
       });
     }
     ReplyBody::Full(b) if b.is_empty() => None,
@@ -187,6 +203,7 @@ pub async fn op_do_fetch(
     status: reply.status,
     headers: reply.headers,
     body_rid,
+    ws_rid: None,
     error: None,
   })
 }

@@ -93,6 +93,8 @@ pub enum ReplyBody {
   Stream(mpsc::Receiver<Result<Bytes, BoxError>>),
   /// The handler failed; the message is the logged reason.
   Error(String),
+  /// A 101 that hands over one end of a WebSocket.
+  WebSocket(crate::ws::Endpoint),
 }
 
 /// Per-isolate request queue and the reply channels of requests in flight.
@@ -121,6 +123,10 @@ enum Gate {
 enum Held {
   Http(u32, HttpReply),
   Rpc(u32, RpcReply),
+  Frame(
+    tokio::sync::mpsc::UnboundedSender<crate::ws::WsMsg>,
+    crate::ws::WsMsg,
+  ),
 }
 
 impl Inbox {
@@ -174,6 +180,11 @@ impl Inbox {
     };
     for h in ready {
       match (h, failed) {
+        (Held::Frame(tx, msg), None) => {
+          let _ = tx.send(msg);
+        }
+        // The writes before it were lost: the frame must not leave.
+        (Held::Frame(..), Some(_)) => {}
         (Held::Http(id, reply), None) => self.send_http(id, reply),
         (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
         (Held::Http(id, _), Some((reason, reset))) => {
@@ -218,6 +229,15 @@ impl Inbox {
     } else {
       self.send_http(id, reply);
     }
+  }
+
+  pub(crate) fn hold_frame(
+    &self,
+    round: u64,
+    tx: tokio::sync::mpsc::UnboundedSender<crate::ws::WsMsg>,
+    msg: crate::ws::WsMsg,
+  ) {
+    self.held.borrow_mut().push((round, Held::Frame(tx, msg)));
   }
 
   pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, round: u64) {
@@ -429,6 +449,16 @@ pub fn op_cellhost_respond_stream(
     ReplyBody::Stream(pump(resource)),
   );
   Ok(())
+}
+
+pub(crate) fn respond_with(
+  state: &mut OpState,
+  id: u32,
+  status: u32,
+  headers: Vec<(ByteString, ByteString)>,
+  body: ReplyBody,
+) {
+  respond(state, id, status, headers, body)
 }
 
 fn respond(

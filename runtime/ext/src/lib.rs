@@ -14,6 +14,7 @@ mod http;
 mod id;
 pub mod set;
 mod wake;
+pub mod ws;
 
 pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
@@ -64,6 +65,14 @@ deno_core::extension!(
     alarm::op_alarm_delete,
     alarm::op_alarm_finish,
     alarm::op_alarm_skip,
+    ws::op_ws_pair,
+    ws::op_ws_send_text,
+    ws::op_ws_send_binary,
+    ws::op_ws_close,
+    ws::op_ws_drop,
+    ws::op_ws_next,
+    ws::op_ws_connect,
+    ws::op_cellhost_respond_ws,
   ],
   esm_entry_point = "ext:cellhost/99_main.js",
   esm = [
@@ -73,7 +82,9 @@ deno_core::extension!(
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",
+    "45_hibernation.js",
     "20_workers_module.js",
+    "50_websocket.js",
     "99_main.js",
   ],
 );

@@ -83,7 +83,8 @@ async fn accept_loop(listener: tokio::net::TcpListener, index: usize, pool: Isol
       let svc = hyper::service::service_fn(move |req| handle(req, index, pool.clone()));
       let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
-        .serve_connection(TokioIo::new(stream), svc);
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades();
       if let Err(e) = conn.await {
         tracing::debug!("connection: {e}");
       }
@@ -92,10 +93,13 @@ async fn accept_loop(listener: tokio::net::TcpListener, index: usize, pool: Isol
 }
 
 async fn handle(
-  req: Request<Incoming>,
+  mut req: Request<Incoming>,
   index: usize,
   pool: IsolatePool,
 ) -> Result<Response<ReplyStream>, Infallible> {
+  // A WebSocket handshake: the connection is upgraded if the Worker
+  // answers 101 with a WebSocket.
+  let upgrade = websocket_key(&req).map(|key| (key, hyper::upgrade::on(&mut req)));
   let (parts, body) = req.into_parts();
   let host = parts
     .headers
@@ -130,7 +134,62 @@ async fn handle(
     Ok(reply) => reply,
     Err(_) => return Ok(error_response("the isolate dropped the request")),
   };
+  if let ReplyBody::WebSocket(_) = &reply.body {
+    return Ok(upgrade_response(reply, upgrade));
+  }
   Ok(to_response(reply))
+}
+
+fn websocket_key(req: &Request<Incoming>) -> Option<String> {
+  let h = req.headers();
+  let upgrade = h.get(http::header::UPGRADE)?.to_str().ok()?;
+  if !upgrade.eq_ignore_ascii_case("websocket") {
+    return None;
+  }
+  Some(
+    h.get(http::header::SEC_WEBSOCKET_KEY)?
+      .to_str()
+      .ok()?
+      .to_string(),
+  )
+}
+
+/// Answers the handshake and serves the socket on the upgraded connection.
+fn upgrade_response(
+  reply: HttpReply,
+  upgrade: Option<(String, hyper::upgrade::OnUpgrade)>,
+) -> Response<ReplyStream> {
+  let ReplyBody::WebSocket(ep) = reply.body else {
+    unreachable!("checked by the caller")
+  };
+  let Some((key, on_upgrade)) = upgrade else {
+    return error_response(
+      "the Worker answered 101 to a request that is not a WebSocket handshake",
+    );
+  };
+  let mut res = Response::new(ReplyStream::full(Bytes::new()));
+  *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+  let headers = res.headers_mut();
+  for (k, v) in reply.headers {
+    if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(&k), HeaderValue::from_bytes(&v)) {
+      headers.append(k, v);
+    }
+  }
+  headers.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
+  headers.insert(
+    http::header::CONNECTION,
+    HeaderValue::from_static("Upgrade"),
+  );
+  if let Ok(v) = HeaderValue::from_str(&cellhost_ext::ws::accept_key(key.as_bytes())) {
+    headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, v);
+  }
+  tokio::task::spawn_local(async move {
+    match on_upgrade.await {
+      Ok(io) => cellhost_ext::ws::serve_upgraded(TokioIo::new(io), ep).await,
+      Err(e) => tracing::debug!("websocket upgrade: {e}"),
+    }
+  });
+  res
 }
 
 fn to_response(reply: HttpReply) -> Response<ReplyStream> {
@@ -138,6 +197,7 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
     ReplyBody::Full(b) => ReplyStream::full(b),
     ReplyBody::Stream(rx) => ReplyStream::stream(rx),
     ReplyBody::Error(reason) => return error_response(&reason),
+    ReplyBody::WebSocket(_) => return error_response("a WebSocket reply without a status of 101"),
   };
   let mut res = Response::new(body);
   *res.status_mut() =
