@@ -84,7 +84,10 @@ export function setupActors(list, e) {
   env = e;
 }
 
-hib.setDeliver((actor, entry, event) => dispatchActor({ kind: "ws", actor, entry, event }));
+// Resolves once the event's handler has started (or the event was dropped).
+hib.setDeliver((actor, entry, event) =>
+  new Promise((started) => dispatchActor({ kind: "ws", actor, entry, event, started }))
+);
 
 export function dispatchExport(job) {
   runExport(job, (e) => errorJson(e));
@@ -315,6 +318,10 @@ class Cell {
 
   fail(job, e) {
     // Nobody waits for these: the wake schedule delivers an alarm again.
+    if (job.kind === "ws") {
+      job.started();
+      if (job.event.kind !== "text" && job.event.kind !== "binary") hib.finishClose(job.entry, job.event);
+    }
     if (job.kind === "alarm" || job.kind === "ws") return;
     const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
     const json = errorJson(e, extra);
@@ -336,7 +343,7 @@ class Cell {
         respond(job.id, res);
         this.trackSocket(res);
       } else if (job.kind === "ws") {
-        await this.deliverFrame(job.entry, job.event);
+        await this.deliverFrame(job.entry, job.event, job.started);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
         const value = await this.invoke(kind, job.method, decode(args));
@@ -370,15 +377,21 @@ class Cell {
 
   // A frame or close of a hibernatable socket, for the class's handlers;
   // a missing handler drops it.
-  async deliverFrame(entry, ev) {
+  async deliverFrame(entry, ev, started) {
+    started();
     const inst = this.instance;
     const ws = hib.socketOf(entry);
     if (ev.kind === "text" || ev.kind === "binary") {
       if (typeof inst.webSocketMessage !== "function") return;
       await inst.webSocketMessage(ws, ev.kind === "text" ? ev.text : ev.data.buffer);
-    } else if (typeof inst.webSocketClose === "function") {
-      if (ev.kind === "close") await inst.webSocketClose(ws, ev.code, ev.text, true);
-      else await inst.webSocketClose(ws, 1006, "WebSocket disconnected without sending Close frame.", false);
+    } else {
+      try {
+        if (typeof inst.webSocketClose !== "function") return;
+        if (ev.kind === "close") await inst.webSocketClose(ws, ev.code, ev.text, true);
+        else await inst.webSocketClose(ws, 1006, "WebSocket disconnected without sending Close frame.", false);
+      } finally {
+        hib.finishClose(entry, ev);
+      }
     }
   }
 

@@ -75,7 +75,7 @@ export function acceptWebSocket(key, actor, ws, tags) {
     throw new Error(`only ${MAX_SOCKETS} websockets can be accepted on a single Durable Object instance`);
   }
   if (st.pair !== null) st.pair.used = true;
-  const entry = { st, ws, tags: list, attachment: st.attachment, autoTs: null };
+  const entry = { st, ws, tags: list, attachment: st.attachment, autoTs: null, key, manager: m };
   st.hibernatable = entry;
   m.entries.add(entry);
   readLoop(key, m, entry);
@@ -95,22 +95,27 @@ async function readLoop(key, m, entry) {
       entry.autoTs = Date.now();
       continue;
     }
-    if (ev.kind === "close" || ev.kind === "gone") {
-      // Answer a Close at once (web_socket_auto_reply_to_close); the
-      // handler may call close() too.
-      if (ev.kind === "close" && !st.closeSent) {
-        st.closeSent = true;
-        op_ws_close(st.rid, ev.code, ev.text);
-      }
-      m.entries.delete(entry);
-      deliver(m.actor, entry, ev);
-      markClosed(st);
-      if (m.entries.size === 0 && m.autoResponse === null && m.eventTimeout === null) {
-        managers.delete(key);
-      }
-      return;
-    }
-    deliver(m.actor, entry, ev);
+    // The next frame is read once this one's handler has started, so an
+    // auto-response never overtakes frames queued before it.
+    await deliver(m.actor, entry, ev);
+    if (ev.kind === "close" || ev.kind === "gone") return; // see finishClose()
+  }
+}
+
+/** After webSocketClose(): answer the peer's Close unless the handler did
+ * (web_socket_auto_reply_to_close), and release the socket. */
+export function finishClose(entry, ev) {
+  const st = entry.st;
+  if (ev.kind === "close" && !st.closeSent && st.rid !== null) {
+    st.closeSent = true;
+    op_ws_close(st.rid, ev.code, ev.text);
+  }
+  markClosed(st);
+  // Listed by getWebSockets() until its webSocketClose() has run.
+  const m = entry.manager;
+  m.entries.delete(entry);
+  if (m.entries.size === 0 && m.autoResponse === null && m.eventTimeout === null) {
+    if (managers.get(entry.key) === m) managers.delete(entry.key);
   }
 }
 

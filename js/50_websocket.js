@@ -11,6 +11,7 @@ const {
   ObjectDefineProperty,
   ObjectPrototypeIsPrototypeOf,
   Proxy,
+  RangeError,
   ReflectConstruct,
   SafeWeakMap,
   SymbolFor,
@@ -88,16 +89,17 @@ export function sendOn(st, data) {
 export function closeOn(st, code, reason) {
   if (code !== undefined) {
     code = Number(code);
-    if (!(code === 1000 || (code >= 3000 && code <= 4999))) {
-      throw new DOMException(
-        `The close code must be either 1000, or between 3000 and 4999. ${code} is neither.`,
-        "InvalidAccessError",
-      );
+    // 1004-1006 and 1015 are reserved: never sent in a Close frame.
+    if (!(code >= 1000 && code < 5000) || code === 1004 || code === 1005 || code === 1006 || code === 1015) {
+      throw new DOMException(`Invalid WebSocket close code: ${code}.`, "InvalidAccessError");
     }
   }
   reason = reason === undefined ? "" : `${reason}`;
   if (encoder.encode(reason).length > 123) {
-    throw new DOMException("The close reason must not be greater than 123 UTF-8 bytes.", "SyntaxError");
+    throw new DOMException(
+      "WebSocket close reason must not be longer than 123 bytes when UTF-8 encoded.",
+      "SyntaxError",
+    );
   }
   if (st.closeSent || st.readyState === CLOSED) return;
   st.closeSent = true;
@@ -124,15 +126,12 @@ export class WebSocket extends EventTarget {
     try {
       u = new URL(`${url}`);
     } catch {
-      throw new DOMException(`Failed to construct 'WebSocket': The URL '${url}' is invalid.`, "SyntaxError");
+      throw new DOMException("WebSocket Constructor: The url is invalid.", "SyntaxError");
     }
     if (u.protocol === "http:") u.protocol = "ws:";
     if (u.protocol === "https:") u.protocol = "wss:";
     if (u.protocol !== "ws:" && u.protocol !== "wss:") {
-      throw new DOMException(
-        `Failed to construct 'WebSocket': The URL's scheme must be either 'http', 'https', 'ws', or 'wss'. '${u.protocol}' is not allowed.`,
-        "SyntaxError",
-      );
+      throw new DOMException("WebSocket Constructor: The url scheme must be ws or wss.", "SyntaxError");
     }
     const list = protocols === undefined ? [] : ArrayIsArray(protocols) ? protocols : [`${protocols}`];
     const st = new SocketState(null);
@@ -312,6 +311,11 @@ const ResponseWithSocket = new Proxy(BaseResponse, {
   construct(target, args, newTarget) {
     const r = ReflectConstruct(target, args, newTarget === ResponseWithSocket ? target : newTarget);
     const ws = args[1]?.webSocket;
+    if ((ws === undefined || ws === null) && args[1]?.status === 101) {
+      throw new RangeError(
+        "Responses may only be constructed with status codes in the range 200 to 599, inclusive.",
+      );
+    }
     if (ws !== undefined && ws !== null) {
       if (!ObjectPrototypeIsPrototypeOf(WebSocket.prototype, ws)) {
         throw new TypeError("Failed to construct 'Response': webSocket must be a WebSocket.");

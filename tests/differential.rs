@@ -6,6 +6,10 @@
 //! A fixture is `NAME.js` (or a directory `NAME/` with `worker.js` and the
 //! modules it imports). Directives in `// @` comments at the top:
 //!   `// @request METHOD PATH [BODY]`  a request to send (default `GET /`)
+//!   `// @ws PATH [MSG | MSG ...]`     a WebSocket session: connect, send the
+//!                                     messages (`!close CODE REASON` sends a
+//!                                     Close, `!wait` pauses 200 ms), then
+//!                                     record what arrives until the close
 //!   `// @header NAME: VALUE`          a request header for every request
 //!   `// @compare NAME[,NAME]`         response headers to compare (default content-type)
 //!   `// @var NAME=VALUE`              a text binding; `$UPSTREAM` expands to the
@@ -89,6 +93,11 @@ fn fixtures() -> Vec<Fixture> {
           let path = p.next().unwrap_or("/").to_string();
           f.requests
             .push((m, path, p.next().unwrap_or("").to_string()));
+        }
+        // A WebSocket session: messages to send, separated by " | ".
+        "ws" => {
+          let (path, msgs) = rest.split_once(' ').unwrap_or((rest, ""));
+          f.requests.push(("WS".into(), path.into(), msgs.into()));
         }
         "header" => {
           let (k, v) = rest.split_once(':').unwrap();
@@ -342,12 +351,16 @@ fn fixtures_match_workerd() {
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-      let want = request(*waddr, method, path, &headers, body.as_bytes())
-        .map(|r| summarize(&r, &f.compare))
-        .unwrap_or_else(|e| format!("error {e}"));
-      let got = request(ch.addr, method, path, &headers, body.as_bytes())
-        .map(|r| summarize(&r, &f.compare))
-        .unwrap_or_else(|e| format!("error {e}"));
+      let run = |addr| {
+        if method == "WS" {
+          return ws_session(addr, path, body);
+        }
+        request(addr, method, path, &headers, body.as_bytes())
+          .map(|r| summarize(&r, &f.compare))
+          .unwrap_or_else(|e| format!("error {e}"))
+      };
+      let want = run(*waddr);
+      let got = run(ch.addr);
       compared += 1;
       if want != got {
         failures.push(format!(
@@ -381,4 +394,74 @@ fn fixtures_match_workerd() {
     "differences from workerd:\n{}",
     failures.join("\n")
   );
+}
+
+/// One WebSocket session; its transcript: what arrived, in order, and how
+/// the connection ended.
+fn ws_session(addr: SocketAddr, path: &str, msgs: &str) -> String {
+  use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+  use tokio_tungstenite::tungstenite::stream::MaybeTlsStream;
+  use tokio_tungstenite::tungstenite::{Error, Message, connect};
+  let (mut ws, resp) = match connect(format!("ws://{addr}{path}")) {
+    Ok(c) => c,
+    Err(Error::Http(r)) => return format!("refused {}", r.status()),
+    Err(e) => return format!("connect error: {e}"),
+  };
+  if let MaybeTlsStream::Plain(s) = ws.get_mut() {
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+      .unwrap();
+  }
+  let mut out = vec![format!("{}", resp.status().as_u16())];
+  for m in msgs.split(" | ").map(str::trim).filter(|m| !m.is_empty()) {
+    let sent = if m == "!wait" {
+      std::thread::sleep(Duration::from_millis(200));
+      Ok(())
+    } else if let Some(rest) = m.strip_prefix("!close") {
+      let rest = rest.trim();
+      let (code, reason) = rest.split_once(' ').unwrap_or((rest, ""));
+      ws.close(Some(CloseFrame {
+        code: code.parse::<u16>().unwrap_or(1000).into(),
+        reason: reason.to_string().into(),
+      }))
+    } else if let Some(hex) = m.strip_prefix("!binary ") {
+      let bytes = hex
+        .split(',')
+        .map(|b| b.trim().parse::<u8>().unwrap())
+        .collect::<Vec<u8>>();
+      ws.send(Message::binary(bytes))
+    } else {
+      ws.send(Message::text(m))
+    };
+    if let Err(e) = sent {
+      out.push(format!("send error {e}"));
+      break;
+    }
+  }
+  loop {
+    match ws.read() {
+      Ok(Message::Text(t)) => out.push(format!("text {t}")),
+      Ok(Message::Binary(b)) => out.push(format!("binary {:?}", b.to_vec())),
+      Ok(Message::Close(f)) => out.push(format!(
+        "close {}",
+        f.map(|f| format!("{} {}", u16::from(f.code), f.reason))
+          .unwrap_or_default()
+      )),
+      Ok(_) => {}
+      Err(Error::ConnectionClosed | Error::AlreadyClosed) => break,
+      Err(Error::Io(e))
+        if matches!(
+          e.kind(),
+          std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ) =>
+      {
+        out.push("idle".into());
+        break;
+      }
+      Err(e) => {
+        out.push(format!("ended: {e}"));
+        break;
+      }
+    }
+  }
+  out.join(" ; ")
 }

@@ -19,7 +19,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
 use crate::http::{ReplyBody, inbox, respond_with};
@@ -50,21 +49,77 @@ pub fn accept_key(key: &[u8]) -> String {
   tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
 
-/// Serves endpoint `ep` on an upgraded server connection.
+/// Serves endpoint `ep` on an upgraded server connection. A peer's Close
+/// goes to JavaScript like any frame; the runtime's answer to it is sent
+/// from there (after the frames sent before it), not by the protocol layer.
 pub async fn serve_upgraded<S>(io: S, ep: Endpoint)
 where
   S: AsyncRead + AsyncWrite + Unpin,
 {
-  bridge(
-    WebSocketStream::from_raw_socket(io, Role::Server, None).await,
-    ep,
-  )
-  .await
+  use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocket};
+  let mut ws = WebSocket::after_handshake(io, fastwebsockets::Role::Server);
+  ws.set_auto_close(false);
+  ws.set_auto_pong(true);
+  let (read, write) = ws.split(tokio::io::split);
+  let mut read = FragmentCollectorRead::new(read);
+  let write = Rc::new(tokio::sync::Mutex::new(write));
+  let Endpoint { tx, mut rx } = ep;
+  let pongs = write.clone();
+  let inbound = async move {
+    loop {
+      let mut obligated = |f: Frame<'static>| {
+        let w = pongs.clone();
+        async move { w.lock().await.write_frame(f).await }
+      };
+      let Ok(frame) = read.read_frame(&mut obligated).await else {
+        break; // gone without a Close: the JavaScript side sees 1006
+      };
+      let msg = match frame.opcode {
+        OpCode::Text => match String::from_utf8(frame.payload.to_vec()) {
+          Ok(t) => WsMsg::Text(t),
+          Err(_) => break,
+        },
+        OpCode::Binary => WsMsg::Binary(Bytes::copy_from_slice(&frame.payload)),
+        OpCode::Close => {
+          let p = &frame.payload[..];
+          let (code, reason) = match p.len() {
+            0 | 1 => (1005, String::new()),
+            _ => (
+              u16::from_be_bytes([p[0], p[1]]),
+              String::from_utf8_lossy(&p[2..]).into_owned(),
+            ),
+          };
+          let _ = tx.send(WsMsg::Close(code, reason));
+          break;
+        }
+        _ => continue,
+      };
+      if tx.send(msg).is_err() {
+        break;
+      }
+    }
+  };
+  let outbound = async move {
+    loop {
+      let (frame, last) = match rx.recv().await {
+        Some(WsMsg::Text(t)) => (Frame::text(Payload::Owned(t.into_bytes())), false),
+        Some(WsMsg::Binary(b)) => (Frame::binary(Payload::Owned(b.to_vec())), false),
+        Some(WsMsg::Close(1005, _)) => (Frame::close_raw(Payload::Owned(Vec::new())), true),
+        Some(WsMsg::Close(code, reason)) => (Frame::close(code, reason.as_bytes()), true),
+        // The socket's holder went away (object reset, isolate recycled).
+        None => (Frame::close(1011, b""), true),
+      };
+      if write.lock().await.write_frame(frame).await.is_err() || last {
+        break;
+      }
+    }
+  };
+  tokio::join!(inbound, outbound);
 }
 
-/// Runs the wire protocol for `ep` until both directions end. A peer that
-/// goes away without a Close frame drops `ep`'s sender: the JavaScript side
-/// sees the disconnect (1006).
+/// Runs the client side of the wire protocol for `ep` until both
+/// directions end. A peer that goes away without a Close frame drops `ep`'s
+/// sender: the JavaScript side sees the disconnect (1006).
 async fn bridge<S>(ws: WebSocketStream<S>, ep: Endpoint)
 where
   S: AsyncRead + AsyncWrite + Unpin,
