@@ -211,3 +211,85 @@ export default {{ async fetch(r, env) {{
   );
   let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A WebSocket frame that reveals a write leaves only after the write is
+/// durable: every count a frame showed survives a SIGKILL.
+#[test]
+fn websocket_frames_never_reveal_a_write_that_is_lost() {
+  use tokio_tungstenite::tungstenite::stream::MaybeTlsStream;
+  use tokio_tungstenite::tungstenite::{Message, connect};
+  let dir = std::env::temp_dir().join(format!("cellhost-crash-ws-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&dir);
+  std::fs::create_dir_all(&dir).unwrap();
+  std::fs::write(
+    dir.join("worker.js"),
+    "import { DurableObject } from 'cloudflare:workers';
+export class C extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); ctx.storage.sql.exec('CREATE TABLE IF NOT EXISTS c (id INTEGER PRIMARY KEY, v INTEGER)'); }
+  async fetch(r) {
+    if (new URL(r.url).pathname === '/get') return new Response(String(this.ctx.storage.sql.exec('SELECT v FROM c').toArray()[0]?.v ?? 0));
+    const [client, server] = Object.values(new WebSocketPair());
+    this.ctx.acceptWebSocket(server);
+    return new Response(null, { status: 101, webSocket: client });
+  }
+  webSocketMessage(ws) {
+    ws.send(String(this.ctx.storage.sql.exec('INSERT INTO c VALUES (1, 1) ON CONFLICT(id) DO UPDATE SET v = v + 1 RETURNING v').one().v));
+  }
+}
+export default { fetch(r, env) { return env.C.getByName('x').fetch(r); } };",
+  )
+  .unwrap();
+  std::fs::write(
+    dir.join("wrangler.toml"),
+    "name = \"w\"\nmain = \"worker.js\"\n[[durable_objects.bindings]]\nname = \"C\"\nclass_name = \"C\"\n[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"C\"]\n",
+  )
+  .unwrap();
+  let data = dir.join("data");
+  let shown = Arc::new(AtomicU64::new(0));
+  let mut rng = Rng(0xbeef);
+  let mut frames = 0u64;
+  for round in 0..30 {
+    let ch = Cellhost::start(&dir, &["--data", data.to_str().unwrap()]);
+    let have: u64 = get(ch.addr, "/get").text().parse().unwrap();
+    let want = shown.load(Ordering::SeqCst);
+    assert!(
+      have >= want,
+      "round {round}: a frame showed count {want}, but only {have} survived"
+    );
+    let (shown2, addr) = (shown.clone(), ch.addr);
+    let client = std::thread::spawn(move || {
+      let mut n = 0u64;
+      let Ok((mut ws, _)) = connect(format!("ws://{addr}/ws")) else {
+        return n;
+      };
+      if let MaybeTlsStream::Plain(s) = ws.get_mut() {
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+      }
+      loop {
+        // Pipelined: several writes in flight, each answered by a frame.
+        for _ in 0..8 {
+          if ws.send(Message::text("inc")).is_err() {
+            return n;
+          }
+        }
+        for _ in 0..8 {
+          match ws.read() {
+            Ok(Message::Text(t)) => {
+              shown2.fetch_max(t.parse().unwrap(), Ordering::SeqCst);
+              n += 1;
+            }
+            _ => return n, // the node died: nothing more was shown
+          }
+        }
+      }
+    });
+    std::thread::sleep(Duration::from_millis(20 + rng.next() % 60));
+    let mut ch = ch;
+    let _ = ch.child.kill();
+    let _ = ch.child.wait();
+    frames += client.join().unwrap();
+  }
+  assert!(frames > 30, "too few frames to mean anything: {frames}");
+  println!("30 SIGKILLs, {frames} frames revealed writes, none lost");
+  let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,7 +1,8 @@
 //! WebSockets. Every socket is two endpoints joined by channels: a
 //! `WebSocketPair` is one such pair, and a real connection (an upgraded
 //! request, or an outbound client) is a pair whose far endpoint is driven by
-//! the wire protocol (tokio-tungstenite) in `bridge`. An endpoint is a
+//! the wire protocol (fastwebsockets on upgraded server connections,
+//! tokio-tungstenite for outbound clients). An endpoint is a
 //! resource in the isolate that holds it, and can leave it: in a 101
 //! response, or in a `stub.fetch()` reply to another isolate, so a socket an
 //! object accepted can be served through the Worker that called it.
