@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Chat fan-out: N clients in one room of examples/chat (hibernatable
+# sockets, one SQL insert per message), one sender with W messages in
+# flight; message latency (send -> arrival at each member) p50/p99, messages
+# sent per second and frames delivered per second, on workerd and on
+# cellhost in turn. Prints cellhost/workerd.
+#   bash bench/chat.sh [clients] [messages] [window]
+source "$(dirname "$0")/lib.sh"
+clients=${1:-50}; messages=${2:-2000}; window=${3:-8}
+cp examples/chat/worker.js "$out/worker.js"
+mkdir -p "$out/wstore"
+cat > "$out/config.capnp" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "chat", worker = .w), (name = "store", disk = (path = "$out/wstore", writable = true))],
+  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "chat")]);
+const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
+  compatibilityDate = "2026-11-01",
+  bindings = [(name = "ROOMS", durableObjectNamespace = "ChatRoom")],
+  durableObjectNamespaces = [(className = "ChatRoom", uniqueKey = "chat-ChatRoom", enableSql = true)],
+  durableObjectStorage = (localDisk = "store"));
+CAPNP
+wait_up() { for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0; sleep 0.1; done; return 1; }
+run() { # name port
+  wait_up "$2"
+  node bench/chat-client.mjs "$2" 5 100 4 >/dev/null # warm-up
+  echo "$1 $(node bench/chat-client.mjs "$2" "$clients" "$messages" "$window")" >> "$out/results"
+}
+
+tests/node_modules/.bin/workerd serve "$out/config.capnp" >/dev/null 2>&1 &
+wpid=$!
+run workerd "$wport"
+kill $wpid; wait $wpid 2>/dev/null || true
+
+RUST_LOG=warn target/release/cellhost run examples/chat --listen "127.0.0.1:$cport" --data "$out/cdata" >/dev/null 2>&1 &
+cpid=$!
+run cellhost "$cport"
+kill $cpid; wait $cpid 2>/dev/null || true
+
+field() { grep "^$1 " "$out/results" | cut -d' ' -f2- | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s)['$2']))"; }
+echo "chat fan-out: $clients clients in one room, $messages messages, $window in flight, $(nproc) cores"
+printf "%-9s %10s %12s %9s %9s %10s\n" runtime "msgs/s" "frames/s" "p50 ms" "p99 ms" "delivered"
+for n in workerd cellhost; do
+  printf "%-9s %10.0f %12.0f %9.2f %9.2f %10s\n" "$n" "$(field $n msgsPerSec)" "$(field $n framesPerSec)" \
+    "$(field $n p50)" "$(field $n p99)" "$(field $n delivered)/$(field $n expected)"
+done
+r() { echo "$1/$2" | bc -l; }
+printf "ratio cellhost/workerd: msgs/s %.2fx, p50 %.2fx, p99 %.2fx\n" \
+  "$(r "$(field cellhost msgsPerSec)" "$(field workerd msgsPerSec)")" \
+  "$(r "$(field cellhost p50)" "$(field workerd p50)")" \
+  "$(r "$(field cellhost p99)" "$(field workerd p99)")"
