@@ -127,7 +127,7 @@ fn missing_workers_apis_fail_loudly() {
   let f = write(
     &d,
     "w.js",
-    "export default { fetch() { const out = []; for (const n of ['caches','HTMLRewriter','WebSocketPair']) { try { globalThis[n]; out.push('present') } catch (e) { out.push(e.message) } } return new Response(out.join('\\n')) } };",
+    "export default { fetch() { const out = []; for (const n of ['caches','HTMLRewriter','EventSource']) { try { globalThis[n]; out.push('present') } catch (e) { out.push(e.message) } } return new Response(out.join('\\n')) } };",
   );
   let ch = Cellhost::start(&f, &[]);
   let body = get(ch.addr, "/").text();
@@ -136,7 +136,7 @@ fn missing_workers_apis_fail_loudly() {
     "{body}"
   );
   assert!(body.contains("HTMLRewriter"), "{body}");
-  assert!(body.contains("WebSocketPair"), "{body}");
+  assert!(body.contains("EventSource"), "{body}");
   let f2 = write(
     &d,
     "node.js",
