@@ -5,6 +5,7 @@
 
 mod alarm;
 mod auth;
+mod capture;
 mod kv;
 mod sql;
 mod wake;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 
+pub use capture::Captured;
 pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow};
 pub use kv::ListOptions;
 pub use sql::{SqlResult, SqlValue};
@@ -112,6 +114,8 @@ pub struct CellDb {
   savepoints: u32,
   /// Set while the storage runs its own statements (see `auth`).
   internal: Arc<AtomicBool>,
+  /// Where page capture (replication) has read the WAL up to.
+  capture: Option<capture::WalCursor>,
 }
 
 impl CellDb {
@@ -134,6 +138,7 @@ impl CellDb {
       in_txn: false,
       savepoints: 0,
       internal,
+      capture: None,
     })
   }
 
