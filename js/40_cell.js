@@ -177,7 +177,13 @@ class Cell {
       return;
     }
     if (this.alarmQueued || this.broken !== null) return;
-    if (this.dueAlarm() === null) return;
+    try {
+      if (this.dueAlarm() === null) return;
+    } catch (e) {
+      // The wake schedule's guard delivers it again later.
+      op_cellhost_log(2, `alarm of ${this.cls.className} ${this.hex}: ${e?.message ?? e}\n`);
+      return;
+    }
     this.alarmQueued = true;
     this.enqueue({ kind: "alarm" });
   }
@@ -280,7 +286,14 @@ class Cell {
 
   construct() {
     if (this.instance !== null) return;
-    this.openHandle();
+    try {
+      this.openHandle();
+    } catch (e) {
+      // Its database could not be opened (or, on a bucket, the cell is
+      // owned elsewhere): the queued events get the error.
+      this.break(e);
+      throw e;
+    }
     const id = new DurableObjectId(KEY, this.hex, this.name !== null && byteLength(this.name) <= 1024 ? this.name : undefined);
     const ctx = new DurableObjectState(KEY, this, id);
     this.blocked++;

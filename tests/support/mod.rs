@@ -33,11 +33,20 @@ impl Cellhost {
   }
 
   pub fn try_start(path: &Path, extra: &[&str]) -> Result<Cellhost, String> {
+    Self::try_start_env(path, extra, &[])
+  }
+
+  pub fn try_start_env(
+    path: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+  ) -> Result<Cellhost, String> {
     let mut child = Command::new(cellhost_bin())
       .arg("run")
       .arg(path)
       .args(["--listen", "127.0.0.1:0"])
       .args(extra)
+      .envs(env.iter().copied())
       .env(
         "RUST_LOG",
         std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),

@@ -186,6 +186,7 @@ fn spec(
       env,
       durable_objects,
       data_dir,
+      fleet: None,
     },
   })
 }

@@ -46,6 +46,23 @@ struct RunArgs {
   /// Where Durable Objects keep their SQLite files.
   #[arg(long, default_value = ".cellhost")]
   data: PathBuf,
+  /// A bucket shared by a fleet (file:///abs/path, s3://NAME[/PREFIX], gs://…, az://…):
+  /// cells are owned one node at a time and every acknowledged write is in it.
+  #[arg(long, requires = "node")]
+  bucket: Option<String>,
+  /// This node's name in the fleet (its lease is nodes/NAME.json).
+  #[arg(long, requires = "bucket")]
+  node: Option<String>,
+  /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed).
+  #[arg(long)]
+  endpoint: Option<String>,
+  /// S3 region.
+  #[arg(long)]
+  region: Option<String>,
+  /// The node lease's lifetime; it is renewed every third of it, and the
+  /// node stops acknowledging a fifth of it before it expires.
+  #[arg(long, default_value_t = 10_000)]
+  lease_ttl_ms: u64,
 }
 
 #[derive(clap::Args)]
@@ -113,7 +130,26 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
-  let worker = config::load(&args.path, &args.data)?;
+  let mut worker = config::load(&args.path, &args.data)?;
+  let fleet = match (&args.bucket, &args.node) {
+    (Some(url), Some(node)) => {
+      let opts = cellhost_bucket::BucketOptions {
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        config: Vec::new(),
+      };
+      let bucket = cellhost_bucket::Bucket::open(url, &opts)?;
+      let cfg = cellhost_fleet::LeaseConfig {
+        ttl_ms: args.lease_ttl_ms,
+        margin_ms: args.lease_ttl_ms / 5,
+      };
+      let fleet = cellhost_fleet::Fleet::start(bucket, node, &args.listen.to_string(), cfg)
+        .map_err(anyhow::Error::msg)?;
+      Some(fleet)
+    }
+    _ => None,
+  };
+  worker.spec.fleet = fleet.clone();
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())
@@ -133,7 +169,25 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   );
   use std::io::Write;
   std::io::stdout().flush()?;
-  loop {
-    std::thread::park();
-  }
+  let Some(fleet) = fleet else {
+    loop {
+      std::thread::park();
+    }
+  };
+  // On a bucket, SIGINT/SIGTERM close the node cleanly: its cells are
+  // released and its lease retired, so peers take over at once.
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()?;
+  rt.block_on(async {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+      _ = tokio::signal::ctrl_c() => {}
+      _ = term.recv() => {}
+    }
+    anyhow::Ok(())
+  })?;
+  fleet.shutdown();
+  std::process::exit(0);
 }

@@ -43,19 +43,64 @@ pub struct Cells {
   /// The latest round in which some commit failed: effects waiting for it
   /// are dropped, not sent (the output gate is broken).
   failed_round: u64,
+  /// Set with `--bucket`: cells are taken and replicated (see `replica`).
+  fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+  repl: HashMap<u32, crate::replica::Repl>,
+  /// LTX objects of commits not yet handed to a durability round.
+  uploads: Vec<(u32, cellhost_fleet::Upload)>,
 }
 
-/// WAL files to fsync for one durability round.
+/// WAL files to fsync for one durability round, and with a bucket the LTX
+/// objects to publish.
 pub struct SyncBatch {
   pub round: u64,
   /// (file, also fsync its directory)
   pub files: Vec<(PathBuf, bool)>,
+  uploads: Vec<(u32, cellhost_fleet::Upload)>,
+  fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+}
+
+/// A durability round that failed: the message callers see, and the cells
+/// that must be reset (with a bucket: those no longer owned).
+#[derive(Debug)]
+pub struct SyncFailure {
+  pub message: String,
+  pub cells: Vec<u32>,
 }
 
 impl SyncBatch {
-  /// The blocking part: fsync every file (a WAL already checkpointed away
-  /// is durable in its database file).
-  pub fn run(&self) -> std::io::Result<()> {
+  /// The blocking part: fsync, then (with a bucket) the acknowledgement
+  /// rule over this round's LTX objects.
+  pub fn run(self) -> Result<(), SyncFailure> {
+    let all: Vec<u32> = self.uploads.iter().map(|(h, _)| *h).collect();
+    self.fsync().map_err(|e| SyncFailure {
+      message: format!("Durable Object reset because its storage could not be made durable: {e}"),
+      cells: all,
+    })?;
+    let Some(fleet) = self.fleet else {
+      return Ok(());
+    };
+    let (handles, uploads): (Vec<u32>, Vec<_>) = self.uploads.into_iter().unzip();
+    let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
+    fleet.publish(uploads).map_err(|failed| {
+      // The node lease lapsed (empty scope): every cell of the round.
+      let whole = failed.iter().any(|(s, _)| s.is_empty());
+      let cells = handles
+        .iter()
+        .zip(&scopes)
+        .filter(|(_, s)| whole || failed.iter().any(|(f, _)| f == *s))
+        .map(|(h, _)| *h)
+        .collect();
+      let message = failed
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect::<Vec<_>>()
+        .join("; ");
+      SyncFailure { message, cells }
+    })
+  }
+
+  fn fsync(&self) -> std::io::Result<()> {
     let mut dirs = HashSet::new();
     for (path, dir) in &self.files {
       match std::fs::File::open(path) {
@@ -76,8 +121,11 @@ impl SyncBatch {
 }
 
 impl Cells {
-  pub fn new(data_dir: PathBuf) -> Self {
+  pub fn new(data_dir: PathBuf, fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>) -> Self {
     Cells {
+      fleet,
+      repl: HashMap::new(),
+      uploads: Vec::new(),
       data_dir,
       dbs: HashMap::new(),
       next: 1,
@@ -138,7 +186,17 @@ impl Cells {
       let Some(db) = self.dbs.get_mut(&h) else {
         continue;
       };
-      match db.commit() {
+      let committed = db.commit().and_then(|()| match self.repl.get_mut(&h) {
+        None => Ok(()),
+        Some(repl) => match crate::replica::capture(db, repl) {
+          Ok(upload) => {
+            self.uploads.extend(upload.map(|u| (h, u)));
+            Ok(())
+          }
+          Err(e) => Err(StorageError(e)),
+        },
+      });
+      match committed {
         Ok(()) => {
           self.last_round.insert(h, self.committed);
           let first = self.dir_synced.insert(h);
@@ -177,14 +235,26 @@ impl Cells {
 
   /// The WAL files the next durability round must fsync, if any.
   pub fn take_unsynced(&mut self) -> Option<SyncBatch> {
-    if self.unsynced.is_empty() {
+    if self.unsynced.is_empty() && self.uploads.is_empty() {
       return None;
     }
     let files = self.unsynced.drain().collect();
     Some(SyncBatch {
       round: self.committed,
       files,
+      uploads: std::mem::take(&mut self.uploads),
+      fleet: self.fleet.clone(),
     })
+  }
+
+  /// A durability round failed for these cells: each is reset on its next
+  /// event (and, with a bucket, taken again, or refused).
+  pub fn fail_cells(&mut self, cells: &[u32], message: &str) {
+    for h in cells {
+      if self.dbs.contains_key(h) {
+        self.failed.insert(*h, message.to_string());
+      }
+    }
   }
 
   pub fn committed(&self) -> u64 {
@@ -234,12 +304,26 @@ pub fn op_cell_open(
   #[string] unique_key: &str,
   #[string] id_hex: &str,
 ) -> Result<u32, JsErrorBox> {
+  let class = state
+    .try_borrow::<crate::actor::Router>()
+    .and_then(|r| r.namespaces.iter().find(|n| n.unique_key == unique_key))
+    .map(|n| n.class_name.clone());
   let c = cells(state);
   let path = c.data_dir.join(unique_key).join(format!("{id_hex}.sqlite"));
-  let db = CellDb::open(&path).map_err(err)?;
+  let (db, repl) = match (&c.fleet, class) {
+    (Some(fleet), Some(class)) => {
+      let (db, repl) = crate::replica::open(fleet, &path, &format!("{class}:{id_hex}"))
+        .map_err(JsErrorBox::generic)?;
+      (db, Some(repl))
+    }
+    _ => (CellDb::open(&path).map_err(err)?, None),
+  };
   let h = c.next;
   c.next += 1;
   c.dbs.insert(h, db);
+  if let Some(repl) = repl {
+    c.repl.insert(h, repl);
+  }
   let key = format!("{unique_key}/{id_hex}");
   c.by_key.insert(key.clone(), h);
   c.key_of.insert(h, key);
@@ -264,10 +348,14 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
   c.forget(h);
   // Closing checkpoints the WAL into the database and syncs it.
+  let repl = c.repl.remove(&h);
   if let Some(mut db) = c.dbs.remove(&h)
     && c.dirty.remove(&h)
+    && db.commit().is_ok()
+    && let Some(mut repl) = repl
+    && let Ok(Some(upload)) = crate::replica::capture(&mut db, &mut repl)
   {
-    let _ = db.commit();
+    c.uploads.push((h, upload));
   }
 }
 
@@ -277,6 +365,7 @@ pub fn op_cell_abort(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
   c.forget(h);
   c.dirty.remove(&h);
+  c.repl.remove(&h);
   if let Some(mut db) = c.dbs.remove(&h) {
     db.rollback();
   }
@@ -509,7 +598,7 @@ mod tests {
   fn output_waits_until_its_commit_round_is_fsynced() {
     let dir = std::env::temp_dir().join(format!("cellhost-cells-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut c = Cells::new(dir.clone());
+    let mut c = Cells::new(dir.clone(), None);
     c.dbs
       .insert(1, CellDb::open(&dir.join("a.sqlite")).unwrap());
     assert_eq!(c.gate_round(), 0, "nothing written: output passes");
@@ -534,8 +623,9 @@ mod tests {
     assert!(files[1].0.to_string_lossy().ends_with("a.sqlite-wal"));
     assert!(files[1].1, "a new WAL's directory entry is synced too");
     assert!(c.take_unsynced().is_none());
+    let round = batch.round;
     batch.run().unwrap();
-    c.mark_durable(batch.round);
+    c.mark_durable(round);
     assert_eq!(c.gate_round(), 0);
     // Two turns of writes before the next fsync share one round's batch.
     c.db_w(1).unwrap().kv_put("k", b"2").unwrap();

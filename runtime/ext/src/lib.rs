@@ -12,13 +12,14 @@ mod body;
 mod cell;
 mod http;
 mod id;
+mod replica;
 pub mod set;
 mod wake;
 pub mod ws;
 
 pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
-pub use cell::{Cells, SyncBatch};
+pub use cell::{Cells, SyncBatch, SyncFailure};
 pub use http::{
   ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody,
   RpcJob, RpcReply,

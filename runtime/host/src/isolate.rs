@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cellhost_ext::{Cells, Inbox, Job, Router, Wake, set};
+use cellhost_ext::{Cells, Inbox, Job, Router, SyncFailure, Wake, set};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
 use tokio::sync::mpsc;
 
@@ -175,7 +175,7 @@ async fn boot(
     set::put_permissions(&mut state);
     state.put(inbox.clone());
     state.put(router.clone());
-    state.put(Cells::new(spec.data_dir.clone()));
+    state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
     if let Some(wake) = wake {
       state.put(wake.clone());
     }
@@ -260,7 +260,7 @@ fn durability(
   cx: &mut std::task::Context<'_>,
   cells: &mut Cells,
   inbox: &Inbox,
-  syncing: &mut Option<(u64, tokio::task::JoinHandle<std::io::Result<()>>)>,
+  syncing: &mut Option<(u64, tokio::task::JoinHandle<Result<(), SyncFailure>>)>,
 ) {
   loop {
     if let Some((round, task)) = syncing {
@@ -270,13 +270,18 @@ fn durability(
           let round = *round;
           *syncing = None;
           cells.mark_durable(round);
-          match result.map_err(std::io::Error::other).and_then(|r| r) {
+          let result = result.unwrap_or_else(|e| {
+            Err(SyncFailure {
+              message: format!("Durable Object reset because its durability round failed: {e}"),
+              cells: Vec::new(),
+            })
+          });
+          match result {
             Ok(()) => inbox.release_held(round, None),
-            Err(e) => {
-              tracing::error!("fsync failed: {e}");
-              let msg =
-                format!("Durable Object reset because its storage could not be made durable: {e}");
-              inbox.release_held(round, Some((&msg, true)));
+            Err(f) => {
+              tracing::error!("{}", f.message);
+              cells.fail_cells(&f.cells, &f.message);
+              inbox.release_held(round, Some((&f.message, true)));
             }
           }
         }
@@ -307,7 +312,7 @@ fn durability(
 /// (group commit), and only then the output they could reveal is released.
 async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
   let state = js.op_state();
-  let mut syncing: Option<(u64, tokio::task::JoinHandle<std::io::Result<()>>)> = None;
+  let mut syncing: Option<(u64, tokio::task::JoinHandle<Result<(), SyncFailure>>)> = None;
   loop {
     let result = poll_fn(|cx| {
       watch.enter();

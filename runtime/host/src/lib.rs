@@ -42,6 +42,8 @@ pub struct WorkerSpec {
   pub durable_objects: Vec<Namespace>,
   /// Where cells keep their SQLite files.
   pub data_dir: PathBuf,
+  /// `--bucket`: the node on a shared bucket that owns and replicates cells.
+  pub fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
 }
 
 impl WorkerSpec {

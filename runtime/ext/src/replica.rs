@@ -1,0 +1,89 @@
+//! Cells on a bucket (`--bucket`): taking a cell when it opens ("the bucket
+//! wins": the newest chain replaces the local file, and a snapshot starts
+//! this epoch's generation), and capturing each commit's pages as the next
+//! LTX object, uploaded in the durability round under the acknowledgement
+//! rule (`cellhost_fleet::Fleet::publish`).
+
+use std::path::Path;
+
+use cellhost_fleet::{Fleet, Upload, encode_ltx};
+use cellhost_storage::{Captured, CellDb};
+
+/// Replication state of one open cell.
+pub(crate) struct Repl {
+  pub scope: String,
+  pub epoch: u64,
+  /// The last TXID captured in this epoch.
+  pub txid: u64,
+}
+
+/// The WAL grows to at most this much before it is folded into the
+/// database (after its frames were captured).
+const CHECKPOINT_BYTES: u64 = 4 << 20;
+
+fn ltx(c: &Captured, txid: u64) -> Result<Vec<u8>, String> {
+  encode_ltx(c.page_size, c.commit, &c.pages, txid)
+}
+
+/// Takes the cell `scope` and opens its database at `path`.
+pub(crate) fn open(fleet: &Fleet, path: &Path, scope: &str) -> Result<(CellDb, Repl), String> {
+  let act = fleet.activate(scope)?;
+  // The bucket wins over whatever the local file holds.
+  let mut side = path.as_os_str().to_owned();
+  for suffix in ["", "-wal", "-shm"] {
+    side.clear();
+    side.push(path.as_os_str());
+    side.push(suffix);
+    match std::fs::remove_file(&side) {
+      Ok(()) => {}
+      Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+      Err(e) => return Err(format!("{}: {e}", Path::new(&side).display())),
+    }
+  }
+  if let Some(image) = act.image {
+    if let Some(dir) = path.parent() {
+      std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(path, image).map_err(|e| format!("{}: {e}", path.display()))?;
+  }
+  let mut db = CellDb::open(path).map_err(|e| e.0)?;
+  db.enable_capture().map_err(|e| e.0)?;
+  let snap = db.snapshot().map_err(|e| e.0)?;
+  let upload = Upload {
+    scope: scope.to_string(),
+    epoch: act.epoch,
+    txid: 1,
+    bytes: ltx(&snap, 1)?,
+  };
+  // The generation's snapshot is in the bucket before the cell serves.
+  fleet.publish(vec![upload]).map_err(|failed| {
+    failed
+      .into_iter()
+      .map(|(_, m)| m)
+      .collect::<Vec<_>>()
+      .join("; ")
+  })?;
+  let repl = Repl {
+    scope: scope.to_string(),
+    epoch: act.epoch,
+    txid: 1,
+  };
+  Ok((db, repl))
+}
+
+/// After a commit: its pages as the next LTX object of the epoch.
+pub(crate) fn capture(db: &mut CellDb, repl: &mut Repl) -> Result<Option<Upload>, String> {
+  let Some(c) = db.take_captured().map_err(|e| e.0)? else {
+    return Ok(None);
+  };
+  let txid = repl.txid + 1;
+  let bytes = ltx(&c, txid)?;
+  repl.txid = txid;
+  db.checkpoint_if_large(CHECKPOINT_BYTES).map_err(|e| e.0)?;
+  Ok(Some(Upload {
+    scope: repl.scope.clone(),
+    epoch: repl.epoch,
+    txid,
+    bytes,
+  }))
+}

@@ -1,0 +1,213 @@
+//! A node on a shared bucket. The decisions are `cellhost-logic`'s (pure
+//! state machines); this crate performs their requests against a real
+//! `cellhost-bucket` store on its own tokio runtime, and offers the
+//! blocking calls the isolate threads need:
+//!
+//! * [`Fleet::activate`]: take a cell (ownership record with a new epoch,
+//!   "the bucket wins" restore);
+//! * [`Fleet::publish`]: the acknowledgement rule for a group commit: upload
+//!   every LTX object of the round, *then* re-read each cell's record, and
+//!   only if each still names this node at its epoch (and the node lease is
+//!   live) may the round be acknowledged;
+//! * the node lease, renewed every ttl/3; a node that cannot renew fences
+//!   itself (`SELF-FENCE:` and exit code 3);
+//! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
+
+mod codec;
+mod lease;
+mod own;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use cellhost_bucket::{Bucket, BucketOptions};
+use cellhost_logic::Token;
+pub use cellhost_logic::lease::LeaseConfig;
+
+/// A cell this node took.
+pub struct Activation {
+  pub epoch: u64,
+  /// The database to start from (the newest chain in the bucket, applied);
+  /// `None`: the bucket holds nothing, the cell starts empty.
+  pub image: Option<Vec<u8>>,
+}
+
+/// One LTX object of a group commit.
+pub struct Upload {
+  pub scope: String,
+  pub epoch: u64,
+  pub txid: u64,
+  pub bytes: Vec<u8>,
+}
+
+pub struct Fleet {
+  bucket: Bucket,
+  node: String,
+  rt: tokio::runtime::Runtime,
+  lease: Arc<lease::LeaseState>,
+  /// Cells whose record names this node, with the record's version.
+  owned: Mutex<HashMap<String, (u64, Token)>>,
+}
+
+pub fn now_ms() -> u64 {
+  SystemTime::now()
+    .duration_since(UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0)
+}
+
+impl std::fmt::Debug for Fleet {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    write!(f, "Fleet({} on {})", self.node, self.bucket.describe())
+  }
+}
+
+impl Fleet {
+  /// Runs the storage test, takes the node lease and starts renewing it.
+  pub fn start(
+    bucket: Bucket,
+    node: &str,
+    address: &str,
+    cfg: LeaseConfig,
+  ) -> Result<Arc<Fleet>, String> {
+    cfg.check()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+      .worker_threads(2)
+      .thread_name("cellhost-fleet")
+      .enable_all()
+      .build()
+      .map_err(|e| e.to_string())?;
+    match rt.block_on(cellhost_bucket::storage_test(&bucket, false)) {
+      Ok(report) => {
+        for line in &report.lines {
+          tracing::info!("{line}");
+        }
+        if let cellhost_bucket::ProbeOutcome::Inconclusive(why) = &report.outcome {
+          tracing::warn!(
+            "the storage test of {} did not finish: {why}; starting anyway",
+            bucket.describe()
+          );
+        }
+      }
+      Err(fault) => return Err(format!("{}: {fault}", bucket.describe())),
+    }
+    let lease = lease::LeaseState::new();
+    let first = lease::spawn(&rt, bucket.clone(), node, address, cfg, lease.clone());
+    rt.block_on(first)
+      .map_err(|_| "the node lease task ended".to_string())??;
+    Ok(Arc::new(Fleet {
+      bucket,
+      node: node.to_string(),
+      rt,
+      lease,
+      owned: Mutex::new(HashMap::new()),
+    }))
+  }
+
+  pub fn node(&self) -> &str {
+    &self.node
+  }
+
+  /// Whether this node may acknowledge (or take cells) now.
+  pub fn can_ack(&self) -> bool {
+    self.lease.can_ack(now_ms())
+  }
+
+  /// Runs `fut` on the fleet runtime and waits for it. Callable from any
+  /// thread, also from inside another runtime (an isolate thread): it only
+  /// blocks on a channel.
+  fn wait<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    self.rt.spawn(async move {
+      let _ = tx.send(fut.await);
+    });
+    rx.recv().expect("the fleet runtime is running")
+  }
+
+  /// Takes the cell `scope` (`Class:id`) for this node; blocking.
+  pub fn activate(&self, scope: &str) -> Result<Activation, String> {
+    if !self.can_ack() {
+      return Err(format!(
+        "node {} cannot take cells: its lease is not live",
+        self.node
+      ));
+    }
+    let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.to_string());
+    let (acq, image) = self.wait(async move { own::acquire(&bucket, &node, &s).await })?;
+    self
+      .owned
+      .lock()
+      .unwrap()
+      .insert(scope.to_string(), (acq.epoch, acq.token));
+    Ok(Activation {
+      epoch: acq.epoch,
+      image,
+    })
+  }
+
+  /// The acknowledgement rule for one group commit; blocking. `Err` lists
+  /// the cells that must not acknowledge (all of them when the node lease
+  /// is not live).
+  pub fn publish(&self, uploads: Vec<Upload>) -> Result<(), Vec<(String, String)>> {
+    if uploads.is_empty() {
+      return Ok(());
+    }
+    let (bucket, node) = (self.bucket.clone(), self.node.clone());
+    let failed = self.wait(async move { own::publish(&bucket, &node, uploads).await });
+    let mut failed = failed;
+    if !self.can_ack() {
+      failed.push((String::new(), format!("node {} lost its lease", self.node)));
+    }
+    if failed.is_empty() {
+      Ok(())
+    } else {
+      let mut owned = self.owned.lock().unwrap();
+      for (scope, _) in &failed {
+        owned.remove(scope);
+      }
+      Err(failed)
+    }
+  }
+
+  /// Clean shutdown: nothing more is acknowledged; every owned cell is
+  /// released (its record keeps the epoch, names no node); the lease is
+  /// retired so peers take over at once.
+  pub fn shutdown(&self) {
+    self.lease.close();
+    let owned: Vec<(String, (u64, Token))> = self.owned.lock().unwrap().drain().collect();
+    let (bucket, node) = (self.bucket.clone(), self.node.clone());
+    let n = owned.len();
+    self.wait(async move {
+      let jobs = owned
+        .into_iter()
+        .map(|(scope, (epoch, token))| own::release(&bucket, &node, scope, epoch, token));
+      futures::future::join_all(jobs).await;
+    });
+    let lease = self.lease.clone();
+    let bucket = self.bucket.clone();
+    self.wait(async move { lease::retire(&bucket, &lease).await });
+    tracing::info!(
+      "node {}: released {n} cells and retired its lease",
+      self.node
+    );
+  }
+}
+
+/// Encodes one LTX object of `txid` (a snapshot of every page when `txid`
+/// is 1), as the NoChecksum files Litestream also writes.
+pub fn encode_ltx(
+  page_size: u32,
+  commit: u32,
+  pages: &std::collections::BTreeMap<u32, Vec<u8>>,
+  txid: u64,
+) -> Result<Vec<u8>, String> {
+  let header = cellhost_ltx::Header::delta(page_size, commit, txid, txid, now_ms() as i64);
+  let lock = cellhost_ltx::lock_pgno(page_size);
+  let pages = pages
+    .iter()
+    .filter(|(p, _)| **p != lock && **p <= commit)
+    .map(|(p, d)| (*p, d.as_slice()));
+  cellhost_ltx::encode(&header, pages).map_err(|e| e.to_string())
+}

@@ -1,0 +1,179 @@
+//! Cell ownership against the bucket: the acquisition (with "the bucket
+//! wins" restore), the acknowledgement rule of a group commit, and release.
+
+use cellhost_bucket::Bucket;
+use cellhost_logic::ack::{AckDecision, Broken, ack_decision};
+use cellhost_logic::lease::NodeLease;
+use cellhost_logic::own::{
+  Acquire, AcquireStep, Acquired, OwnRecord, Release, ReleaseStep, own_key,
+};
+use cellhost_logic::restore::{Chain, LtxKey, ltx_prefix};
+use cellhost_logic::{ReadResult, StoreError, Token};
+
+use crate::codec::*;
+use crate::{Upload, now_ms};
+
+async fn read_own(bucket: &Bucket, scope: &str) -> ReadResult<OwnRecord> {
+  match bucket.get(&own_key(scope)).await.map_err(store_err)? {
+    None => Ok(None),
+    Some((b, v)) => Ok(Some((parse_own(&b)?, token(&v)))),
+  }
+}
+
+pub async fn read_lease(bucket: &Bucket, node: &str) -> ReadResult<NodeLease> {
+  match bucket
+    .get(&cellhost_logic::lease::lease_key(node))
+    .await
+    .map_err(store_err)?
+  {
+    None => Ok(None),
+    Some((b, v)) => Ok(Some((parse_lease(&b)?, token(&v)))),
+  }
+}
+
+async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreError> {
+  let objects = bucket.list(&ltx_prefix(scope)).await.map_err(store_err)?;
+  Ok(
+    objects
+      .iter()
+      .filter_map(|o| LtxKey::parse(scope, &o.key))
+      .collect(),
+  )
+}
+
+/// Takes `scope` for `node`: the record with a new epoch, and the database
+/// image of the newest chain (`None`: start empty).
+pub async fn acquire(
+  bucket: &Bucket,
+  node: &str,
+  scope: &str,
+) -> Result<(Acquired, Option<Vec<u8>>), String> {
+  let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
+  loop {
+    step = match step {
+      AcquireStep::ReadOwn => {
+        let r = read_own(bucket, scope).await;
+        acq.on_own(r, now_ms())
+      }
+      AcquireStep::ReadLease { node: owner } => {
+        // The clock before the read: a lease judged on an older reading
+        // never looks expired too early.
+        let started = now_ms();
+        let r = read_lease(bucket, &owner).await;
+        acq.on_lease(r, started)
+      }
+      AcquireStep::ListLtx => {
+        let keys = list_ltx(bucket, scope).await;
+        acq.on_ltx(keys.as_deref().map_err(Clone::clone))
+      }
+      AcquireStep::Create { record } => {
+        let w = bucket.create(&own_key(scope), own_json(&record)).await;
+        acq.on_write(answer(w)?)
+      }
+      AcquireStep::Cas { record, token } => {
+        let w = bucket
+          .cas(&own_key(scope), own_json(&record), &version(&token))
+          .await;
+        acq.on_write(answer(w)?)
+      }
+      AcquireStep::Acquired(a) => {
+        let image = match &a.restore {
+          None => None,
+          Some(chain) => Some(restore(bucket, scope, chain).await?),
+        };
+        return Ok((a, image));
+      }
+      AcquireStep::Failed(e) => return Err(e.to_string()),
+    };
+  }
+}
+
+/// Applies a chain: the snapshot and the deltas after it.
+async fn restore(bucket: &Bucket, scope: &str, chain: &Chain) -> Result<Vec<u8>, String> {
+  let mut files = Vec::with_capacity(chain.keys.len());
+  for k in &chain.keys {
+    let key = k.object_key(scope);
+    let (bytes, _) = bucket
+      .get(&key)
+      .await
+      .map_err(|e| format!("restoring {scope}: {e}"))?
+      .ok_or_else(|| format!("restoring {scope}: {key} vanished"))?;
+    files.push(cellhost_ltx::decode(&bytes).map_err(|e| format!("restoring {scope}: {key}: {e}"))?);
+  }
+  cellhost_ltx::apply(&files).map_err(|e| format!("restoring {scope}: {e}"))
+}
+
+/// The acknowledgement rule for one group commit: every upload first, then
+/// one read of each cell's record, started after all uploads completed.
+/// Returns the cells that must not acknowledge, with the reason.
+pub async fn publish(bucket: &Bucket, node: &str, uploads: Vec<Upload>) -> Vec<(String, String)> {
+  let cell = |s: &str| format!("Durable Object {}", s.replace(':', "/"));
+  let puts = uploads.iter().map(|u| {
+    let key = LtxKey::l0(u.epoch, u.txid).object_key(&u.scope);
+    let bytes = u.bytes.clone();
+    async move { bucket.put(&key, bytes).await }
+  });
+  let results = futures::future::join_all(puts).await;
+  let mut failed = Vec::new();
+  let mut cells: Vec<(String, u64)> = Vec::new();
+  for (u, r) in uploads.iter().zip(results) {
+    if r.is_err() {
+      let msg = Broken::UploadFailed { txid: u.txid }.message(&cell(&u.scope));
+      failed.push((u.scope.clone(), msg));
+    } else if !cells.iter().any(|(s, _)| *s == u.scope) {
+      cells.push((u.scope.clone(), u.epoch));
+    }
+  }
+  let reads = cells.iter().map(|(s, _)| read_own(bucket, s));
+  let records = futures::future::join_all(reads).await;
+  for ((scope, epoch), read) in cells.into_iter().zip(records) {
+    let record = match read {
+      Ok(r) => r.map(|(r, _)| r),
+      Err(e) => {
+        failed.push((
+          scope.clone(),
+          format!("{}: reading its ownership record failed: {e}", cell(&scope)),
+        ));
+        continue;
+      }
+    };
+    // The lease deadline is checked by the caller, on its own clock.
+    match ack_decision(record.as_ref(), node, epoch, 0, u64::MAX) {
+      AckDecision::Ack => {}
+      _ => {
+        let msg = Broken::OwnershipLost { record }.message(&cell(&scope));
+        failed.push((scope, msg));
+      }
+    }
+  }
+  failed
+}
+
+/// Releases `scope` (only over our own record at `epoch`).
+pub async fn release(bucket: &Bucket, node: &str, scope: String, epoch: u64, token: Token) {
+  let (mut rel, mut step) = Release::new(node, epoch, token);
+  loop {
+    step = match step {
+      ReleaseStep::Cas { record, token } => {
+        let w = bucket
+          .cas(&own_key(&scope), own_json(&record), &version(&token))
+          .await;
+        match answer(w) {
+          Ok(a) => rel.on_write(a),
+          Err(e) => {
+            tracing::warn!("releasing {scope}: {e}");
+            return;
+          }
+        }
+      }
+      ReleaseStep::ReadOwn => {
+        let r = read_own(bucket, &scope).await;
+        rel.on_own(r)
+      }
+      ReleaseStep::Done(outcome) => {
+        tracing::debug!("released {scope}: {outcome:?}");
+        return;
+      }
+    };
+  }
+}

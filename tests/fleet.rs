@@ -1,0 +1,313 @@
+//! Nodes on a shared bucket, as real processes: one writer per cell, a
+//! takeover after SIGKILL (with the owner's data directory wiped) that keeps
+//! every acknowledged write, a stopped owner that fences itself when it
+//! resumes, a clean shutdown that hands cells over at once, and the S3 path
+//! against moto.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const TTL_MS: &str = "3000";
+
+struct Fleet {
+  dir: PathBuf,
+  bucket: String,
+  env: Vec<(String, String)>,
+  extra: Vec<String>,
+}
+
+impl Fleet {
+  fn local(tag: &str) -> Fleet {
+    let dir = std::env::temp_dir().join(format!("cellhost-fleet-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bucket")).unwrap();
+    let bucket = format!("file://{}", dir.join("bucket").display());
+    Fleet {
+      dir,
+      bucket,
+      env: vec![],
+      extra: vec![],
+    }
+  }
+
+  fn data(&self, node: &str) -> PathBuf {
+    self.dir.join(format!("data-{node}"))
+  }
+
+  fn start(&self, node: &str) -> Cellhost {
+    let data = self.data(node);
+    let mut args = vec![
+      "--data",
+      data.to_str().unwrap(),
+      "--bucket",
+      &self.bucket,
+      "--node",
+      node,
+      "--lease-ttl-ms",
+      TTL_MS,
+      "--isolates",
+      "1",
+    ];
+    args.extend(self.extra.iter().map(String::as_str));
+    let env: Vec<(&str, &str)> = self
+      .env
+      .iter()
+      .map(|(k, v)| (k.as_str(), v.as_str()))
+      .collect();
+    Cellhost::try_start_env(&repo_root().join("examples/counter"), &args, &env)
+      .unwrap_or_else(|e| panic!("node {node}: {e}"))
+  }
+}
+
+fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(
+    ch.addr,
+    "POST",
+    &format!("/increment?name={name}"),
+    &[],
+    b"",
+  ) {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+fn count(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(ch.addr, "GET", &format!("/?name={name}"), &[], b"") {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+/// Retries until the node serves `name` (a takeover waits for the old
+/// owner's lease to expire).
+fn wait_count(ch: &Cellhost, name: &str, within: Duration) -> u64 {
+  let end = Instant::now() + within;
+  loop {
+    if let Some(n) = count(ch, name) {
+      return n;
+    }
+    assert!(Instant::now() < end, "{name} never served:\n{}", ch.log());
+    std::thread::sleep(Duration::from_millis(100));
+  }
+}
+
+fn signal(ch: &Cellhost, sig: &str) {
+  let ok = Command::new("kill")
+    .args([sig, &ch.child.id().to_string()])
+    .stderr(Stdio::null())
+    .status()
+    .unwrap()
+    .success();
+  assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn one_writer_per_cell_across_two_nodes() {
+  let f = Fleet::local("race");
+  let nodes = [Arc::new(f.start("a")), Arc::new(f.start("b"))];
+  // Per name: (node index, acknowledged count).
+  type Acks = HashMap<String, Vec<(usize, u64)>>;
+  let acks: Arc<Mutex<Acks>> = Default::default();
+  let stop = Arc::new(AtomicBool::new(false));
+  let mut threads = Vec::new();
+  for t in 0..4 {
+    let (node, acks, stop) = (nodes[t % 2].clone(), acks.clone(), stop.clone());
+    threads.push(std::thread::spawn(move || {
+      let mut i = 0;
+      while !stop.load(Ordering::SeqCst) {
+        let name = ["p", "q", "r"][(i + t) % 3];
+        if let Some(v) = incr(&node, name) {
+          acks
+            .lock()
+            .unwrap()
+            .entry(name.into())
+            .or_default()
+            .push((t % 2, v));
+        }
+        i += 1;
+      }
+    }));
+  }
+  std::thread::sleep(Duration::from_secs(3));
+  stop.store(true, Ordering::SeqCst);
+  for t in threads {
+    t.join().unwrap();
+  }
+  let acks = acks.lock().unwrap();
+  for name in ["p", "q", "r"] {
+    let list = acks.get(name).expect("some increments were acknowledged");
+    // One writer: every acknowledged count is distinct, and one node wrote.
+    let mut values: Vec<u64> = list.iter().map(|(_, v)| *v).collect();
+    values.sort_unstable();
+    let n = values.len();
+    values.dedup();
+    assert_eq!(values.len(), n, "{name}: a count was acknowledged twice");
+    let writers: std::collections::HashSet<usize> = list.iter().map(|(w, _)| *w).collect();
+    assert_eq!(writers.len(), 1, "{name}: served by both nodes at once");
+    let owner = &nodes[*writers.iter().next().unwrap()];
+    let other = &nodes[1 - *writers.iter().next().unwrap()];
+    assert_eq!(count(owner, name), values.last().copied());
+    assert_eq!(count(other, name), None, "{name}: the other node served it");
+    assert!(
+      other.log().contains("is owned by another node"),
+      "{}",
+      other.log()
+    );
+  }
+}
+
+#[test]
+fn takeover_after_sigkill_keeps_every_acknowledged_write() {
+  let f = Fleet::local("takeover");
+  let mut owner = f.start("a");
+  let mut standby = f.start("b");
+  let mut acked = 0;
+  for round in 0..3 {
+    for _ in 0..20 {
+      acked = incr(&owner, "x").unwrap_or_else(|| panic!("round {round}: {}", owner.log()));
+    }
+    // The owner dies with its disk: only the bucket remains.
+    owner.child.kill().unwrap();
+    owner.child.wait().unwrap();
+    let node = if round % 2 == 0 { "a" } else { "b" };
+    std::fs::remove_dir_all(f.data(node)).unwrap();
+    let have = wait_count(&standby, "x", Duration::from_secs(15));
+    assert_eq!(have, acked, "round {round}: acknowledged writes lost");
+    // A new process of the dead node becomes the standby.
+    let next = f.start(node);
+    owner = std::mem::replace(&mut standby, next);
+  }
+  assert_eq!(incr(&owner, "x"), Some(acked + 1));
+}
+
+#[test]
+fn a_stopped_owner_fences_itself_when_it_resumes() {
+  let f = Fleet::local("stop");
+  let mut a = f.start("a");
+  let b = f.start("b");
+  for _ in 0..5 {
+    incr(&a, "y").unwrap();
+  }
+  signal(&a, "-STOP");
+  // Past a's lease: b takes the cell and writes.
+  let have = wait_count(&b, "y", Duration::from_secs(15));
+  assert_eq!(have, 5);
+  assert_eq!(incr(&b, "y"), Some(6));
+  signal(&a, "-CONT");
+  // a must not acknowledge anything more; it fences and exits with 3.
+  assert_eq!(incr(&a, "y"), None, "a stale owner acknowledged a write");
+  let end = Instant::now() + Duration::from_secs(10);
+  let status = loop {
+    if let Some(s) = a.child.try_wait().unwrap() {
+      break s;
+    }
+    assert!(Instant::now() < end, "a did not fence:\n{}", a.log());
+    std::thread::sleep(Duration::from_millis(50));
+  };
+  assert_eq!(status.code(), Some(3), "{}", a.log());
+  assert!(
+    a.wait_log("SELF-FENCE:", Duration::from_secs(2)),
+    "{}",
+    a.log()
+  );
+  assert_eq!(incr(&b, "y"), Some(7));
+}
+
+#[test]
+fn clean_shutdown_hands_cells_over_at_once() {
+  let f = Fleet::local("shutdown");
+  let mut a = f.start("a");
+  let b = f.start("b");
+  for _ in 0..3 {
+    incr(&a, "z").unwrap();
+  }
+  signal(&a, "-TERM");
+  assert_eq!(a.child.wait().unwrap().code(), Some(0), "{}", a.log());
+  // Released: no lease expiry to wait for.
+  let t = Instant::now();
+  assert_eq!(incr(&b, "z"), Some(4), "{}", b.log());
+  assert!(
+    t.elapsed() < Duration::from_millis(1500),
+    "{:?}",
+    t.elapsed()
+  );
+}
+
+#[test]
+fn takeover_on_s3_through_moto() {
+  let moto = Moto::start();
+  let mut f = Fleet::local("s3");
+  f.bucket = "s3://cellhost-fleet".into();
+  f.extra = vec![
+    "--endpoint".into(),
+    moto.endpoint(),
+    "--region".into(),
+    "us-east-1".into(),
+  ];
+  f.env = vec![
+    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+  ];
+  moto.create_bucket("cellhost-fleet");
+  let mut a = f.start("a");
+  let b = f.start("b");
+  for _ in 0..10 {
+    incr(&a, "s").unwrap_or_else(|| panic!("{}", a.log()));
+  }
+  assert_eq!(count(&b, "s"), None);
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  assert_eq!(wait_count(&b, "s", Duration::from_secs(20)), 10);
+  assert_eq!(incr(&b, "s"), Some(11));
+}
+
+/// A `moto_server` (PyPI `moto[server]`) on a free loopback port.
+struct Moto {
+  child: std::process::Child,
+  port: u16,
+}
+
+impl Moto {
+  fn start() -> Moto {
+    let port = free_port();
+    let child = Command::new("moto_server")
+      .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+      .env_remove("AWS_CA_BUNDLE")
+      .stdout(Stdio::null())
+      .stderr(Stdio::null())
+      .spawn()
+      .expect("moto_server is needed: pip install \"moto[server]\"");
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert!(
+      wait_port(addr, Duration::from_secs(30)),
+      "moto_server did not start"
+    );
+    Moto { child, port }
+  }
+
+  fn endpoint(&self) -> String {
+    format!("http://127.0.0.1:{}", self.port)
+  }
+
+  fn create_bucket(&self, name: &str) {
+    let addr = format!("127.0.0.1:{}", self.port).parse().unwrap();
+    let r = request(addr, "PUT", &format!("/{name}"), &[], b"").unwrap();
+    assert_eq!(r.status, 200, "moto: create bucket");
+  }
+}
+
+impl Drop for Moto {
+  fn drop(&mut self) {
+    let _ = self.child.kill();
+    let _ = self.child.wait();
+  }
+}
