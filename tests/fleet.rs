@@ -223,6 +223,25 @@ fn a_stopped_owner_fences_itself_when_it_resumes() {
 }
 
 #[test]
+fn a_deleted_lease_record_fences_at_once() {
+  let f = Fleet::local("lease");
+  let mut a = f.start("a");
+  incr(&a, "w").unwrap();
+  std::fs::remove_file(f.dir.join("bucket/nodes/a.json")).unwrap();
+  // The next renewal (every ttl/3) finds it gone: the node fences.
+  let end = Instant::now() + Duration::from_secs(5);
+  let status = loop {
+    if let Some(s) = a.child.try_wait().unwrap() {
+      break s;
+    }
+    assert!(Instant::now() < end, "a did not fence:\n{}", a.log());
+    std::thread::sleep(Duration::from_millis(50));
+  };
+  assert_eq!(status.code(), Some(3), "{}", a.log());
+  assert!(a.wait_log("SELF-FENCE:", Duration::from_secs(2)), "{}", a.log());
+}
+
+#[test]
 fn clean_shutdown_hands_cells_over_at_once() {
   let f = Fleet::local("shutdown");
   let mut a = f.start("a");
