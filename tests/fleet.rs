@@ -238,7 +238,11 @@ fn a_deleted_lease_record_fences_at_once() {
     std::thread::sleep(Duration::from_millis(50));
   };
   assert_eq!(status.code(), Some(3), "{}", a.log());
-  assert!(a.wait_log("SELF-FENCE:", Duration::from_secs(2)), "{}", a.log());
+  assert!(
+    a.wait_log("SELF-FENCE:", Duration::from_secs(2)),
+    "{}",
+    a.log()
+  );
 }
 
 #[test]

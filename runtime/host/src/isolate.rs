@@ -2,6 +2,7 @@
 //! runtime. Work reaches a thread through its inbox channel, so a later
 //! Durable Object can be pinned to one thread by sending to that thread only.
 
+use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -253,48 +254,65 @@ async fn boot(
   Ok(js)
 }
 
-/// Group commit, second half: one fsync round at a time covers every WAL
-/// appended to since the previous round started; when it completes, the
-/// replies waiting for those commits leave.
+/// A durability round in flight, and its result once it is known.
+type Round = (
+  u64,
+  tokio::task::JoinHandle<Result<(), SyncFailure>>,
+  Option<Result<(), SyncFailure>>,
+);
+
+/// Durability rounds that may run at once: the next round's fsync (and,
+/// on a bucket, its uploads and re-reads) overlaps the previous one's, but
+/// replies are released strictly in round order.
+const ROUNDS_IN_FLIGHT: usize = 2;
+
+/// Group commit, second half: each round covers every WAL appended to (and
+/// every LTX object captured) since the previous round started; when a round
+/// and all rounds before it completed, the replies waiting for those commits
+/// leave.
 fn durability(
   cx: &mut std::task::Context<'_>,
   cells: &mut Cells,
   inbox: &Inbox,
-  syncing: &mut Option<(u64, tokio::task::JoinHandle<Result<(), SyncFailure>>)>,
+  syncing: &mut VecDeque<Round>,
 ) {
   loop {
-    if let Some((round, task)) = syncing {
-      match Pin::new(task).poll(cx) {
-        std::task::Poll::Pending => return,
-        std::task::Poll::Ready(result) => {
-          let round = *round;
-          *syncing = None;
-          cells.mark_durable(round);
-          let result = result.unwrap_or_else(|e| {
-            Err(SyncFailure {
-              message: format!("Durable Object reset because its durability round failed: {e}"),
-              cells: Vec::new(),
-            })
-          });
-          match result {
-            Ok(()) => inbox.release_held(round, None),
-            Err(f) => {
-              tracing::error!("{}", f.message);
-              cells.fail_cells(&f.cells, &f.message);
-              inbox.release_held(round, Some((&f.message, true)));
-            }
-          }
+    for (_, task, done) in syncing.iter_mut() {
+      if done.is_none()
+        && let std::task::Poll::Ready(r) = Pin::new(task).poll(cx)
+      {
+        *done = Some(r.unwrap_or_else(|e| {
+          Err(SyncFailure {
+            message: format!("Durable Object reset because its durability round failed: {e}"),
+            cells: Vec::new(),
+          })
+        }));
+      }
+    }
+    while syncing.front().is_some_and(|(_, _, done)| done.is_some()) {
+      let (round, _, done) = syncing.pop_front().expect("checked");
+      cells.mark_durable(round);
+      match done.expect("checked") {
+        Ok(()) => inbox.release_held(round, None),
+        Err(f) => {
+          tracing::error!("{}", f.message);
+          cells.fail_cells(&f.cells, &f.message);
+          inbox.release_held(round, Some((&f.message, true)));
         }
       }
+    }
+    if syncing.len() >= ROUNDS_IN_FLIGHT {
+      return;
     }
     match cells.take_unsynced() {
       Some(batch) => {
         let round = batch.round;
-        *syncing = Some((round, tokio::task::spawn_blocking(move || batch.run())));
+        let task = tokio::task::spawn_blocking(move || batch.run());
+        syncing.push_back((round, task, None));
       }
       None => {
         // Rounds with nothing to sync (only failed commits) are settled.
-        if cells.committed() > cells.durable() {
+        if syncing.is_empty() && cells.committed() > cells.durable() {
           let round = cells.committed();
           cells.mark_durable(round);
           inbox.release_held(round, None);
@@ -312,7 +330,7 @@ fn durability(
 /// (group commit), and only then the output they could reveal is released.
 async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
   let state = js.op_state();
-  let mut syncing: Option<(u64, tokio::task::JoinHandle<Result<(), SyncFailure>>)> = None;
+  let mut syncing: VecDeque<Round> = VecDeque::new();
   loop {
     let result = poll_fn(|cx| {
       watch.enter();
