@@ -100,6 +100,11 @@ impl SyncBatch {
     })
   }
 
+  /// Whether the round publishes to a bucket (slow: never inline).
+  pub fn has_uploads(&self) -> bool {
+    !self.uploads.is_empty()
+  }
+
   fn fsync(&self) -> std::io::Result<()> {
     let mut dirs = HashSet::new();
     for (path, dir) in &self.files {

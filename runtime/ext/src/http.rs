@@ -141,6 +141,11 @@ impl Inbox {
     }
   }
 
+  /// Whether work is waiting that JavaScript has not picked up yet.
+  pub fn has_queued(&self) -> bool {
+    !self.rx.borrow().is_empty()
+  }
+
   /// Fails every request handed to JavaScript and not yet answered (the
   /// isolate is being recycled).
   pub fn fail_in_flight(&self, reason: &str) {
