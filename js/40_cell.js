@@ -399,9 +399,16 @@ class Cell {
       await inst.webSocketMessage(ws, ev.kind === "text" ? ev.text : ev.data.buffer);
     } else {
       try {
-        if (typeof inst.webSocketClose !== "function") return;
-        if (ev.kind === "close") await inst.webSocketClose(ws, ev.code, ev.text, true);
-        else await inst.webSocketClose(ws, 1006, "WebSocket disconnected without sending Close frame.", false);
+        if (ev.kind === "error") {
+          // A protocol error from the peer: the socket is dead.
+          if (typeof inst.webSocketError === "function") await inst.webSocketError(ws, new Error(ev.text));
+        } else if (typeof inst.webSocketClose !== "function") {
+          return;
+        } else if (ev.kind === "close") {
+          await inst.webSocketClose(ws, ev.code, ev.text, true);
+        } else {
+          await inst.webSocketClose(ws, 1006, "WebSocket disconnected without sending Close frame.", false);
+        }
       } finally {
         hib.finishClose(entry, ev);
       }

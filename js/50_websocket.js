@@ -254,6 +254,9 @@ async function readLoop(ws, st) {
       const data = ws.binaryType === "arraybuffer" ? ev.data.buffer : new Blob([ev.data]);
       ws.dispatchEvent(new MessageEvent("message", { data }));
     } else {
+      if (ev.kind === "error") {
+        ws.dispatchEvent(new ErrorEvent("error", { message: ev.text, error: new Error(ev.text) }));
+      }
       const clean = ev.kind === "close";
       // The runtime answers a Close itself (web_socket_auto_reply_to_close).
       if (clean && !st.closeSent && st.rid !== null) {

@@ -205,3 +205,58 @@ fn hibernated_sockets_outlive_eviction() {
     "three constructed=2 memory=gone tags=t attachment=1 sockets=2"
   );
 }
+
+const ERRORS: &str = r#"
+import { DurableObject } from "cloudflare:workers";
+export class Obj extends DurableObject {
+  async fetch(request) {
+    if (new URL(request.url).pathname === "/seen") {
+      return new Response(this.ctx.storage.kv.get("seen") ?? "nothing");
+    }
+    const [client, server] = Object.values(new WebSocketPair());
+    this.ctx.acceptWebSocket(server);
+    return new Response(null, { status: 101, webSocket: client });
+  }
+  webSocketMessage(ws, msg) { ws.send(`ok ${msg}`); }
+  webSocketError(ws, error) {
+    this.ctx.storage.kv.put("seen", `${error.message} sockets=${this.ctx.getWebSockets().length}`);
+  }
+  webSocketClose() { this.ctx.storage.kv.put("seen", "close instead of error"); }
+}
+export default { fetch(request, env) { return env.OBJ.getByName("e").fetch(request); } };
+"#;
+
+/// A peer that breaks the protocol (a text frame that is not UTF-8) reaches
+/// `webSocketError`, not `webSocketClose`.
+#[test]
+fn protocol_errors_reach_web_socket_error() {
+  use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+  use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+  let d = std::env::temp_dir().join(format!("cellhost-wserr-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&d);
+  std::fs::create_dir_all(&d).unwrap();
+  std::fs::write(d.join("worker.js"), ERRORS).unwrap();
+  std::fs::write(
+    d.join("wrangler.toml"),
+    "name = \"wserr\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
+     [[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
+     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n",
+  )
+  .unwrap();
+  let ch = Cellhost::start(&d, &["--data", d.join(".data").to_str().unwrap()]);
+  let mut ws = join(ch.addr, "/");
+  send(&mut ws, "fine");
+  assert_eq!(next_text(&mut ws), "ok fine");
+  let bad = Frame::message(vec![0xff, 0xfe], OpCode::Data(Data::Text), true);
+  ws.send(Message::Frame(bad)).unwrap();
+  let end = std::time::Instant::now() + Duration::from_secs(5);
+  loop {
+    let seen = String::from_utf8_lossy(&get(ch.addr, "/seen").body).into_owned();
+    if seen != "nothing" {
+      assert_eq!(seen, "Invalid UTF-8 sockets=1");
+      break;
+    }
+    assert!(std::time::Instant::now() < end, "no event: {}", ch.log());
+    std::thread::sleep(Duration::from_millis(50));
+  }
+}

@@ -28,6 +28,9 @@ pub enum WsMsg {
   Text(String),
   Binary(Bytes),
   Close(u16, String),
+  /// The peer broke the protocol (bad UTF-8, a malformed frame): the
+  /// socket is dead; JavaScript sees an error event (`webSocketError`).
+  Error(String),
 }
 
 /// One end of a socket: what it sends reaches the other end's `rx`.
@@ -72,13 +75,26 @@ where
         let w = pongs.clone();
         async move { w.lock().await.write_frame(f).await }
       };
-      let Ok(frame) = read.read_frame(&mut obligated).await else {
-        break; // gone without a Close: the JavaScript side sees 1006
+      let frame = match read.read_frame(&mut obligated).await {
+        Ok(frame) => frame,
+        // Gone without a Close: the JavaScript side sees 1006.
+        Err(
+          fastwebsockets::WebSocketError::UnexpectedEOF
+          | fastwebsockets::WebSocketError::ConnectionClosed
+          | fastwebsockets::WebSocketError::IoError(_),
+        ) => break,
+        Err(e) => {
+          let _ = tx.send(WsMsg::Error(e.to_string()));
+          break;
+        }
       };
       let msg = match frame.opcode {
         OpCode::Text => match String::from_utf8(frame.payload.to_vec()) {
           Ok(t) => WsMsg::Text(t),
-          Err(_) => break,
+          Err(_) => {
+            let _ = tx.send(WsMsg::Error("Invalid UTF-8".into()));
+            break;
+          }
         },
         OpCode::Binary => WsMsg::Binary(Bytes::copy_from_slice(&frame.payload)),
         OpCode::Close => {
@@ -107,6 +123,7 @@ where
         Some(WsMsg::Binary(b)) => (Frame::binary(Payload::Owned(b.to_vec())), false),
         Some(WsMsg::Close(1005, _)) => (Frame::close_raw(Payload::Owned(Vec::new())), true),
         Some(WsMsg::Close(code, reason)) => (Frame::close(code, reason.as_bytes()), true),
+        Some(WsMsg::Error(_)) => continue,
         // The socket's holder went away (object reset, isolate recycled).
         None => (Frame::close(1011, b""), true),
       };
@@ -140,7 +157,15 @@ where
           break;
         }
         Ok(_) => continue, // ping/pong: tungstenite answers pings itself
-        Err(_) => break,
+        Err(
+          tokio_tungstenite::tungstenite::Error::ConnectionClosed
+          | tokio_tungstenite::tungstenite::Error::AlreadyClosed
+          | tokio_tungstenite::tungstenite::Error::Io(_),
+        ) => break,
+        Err(e) => {
+          let _ = tx.send(WsMsg::Error(e.to_string()));
+          break;
+        }
       };
       if tx.send(msg).is_err() {
         break;
@@ -159,6 +184,7 @@ where
           })),
           true,
         ),
+        WsMsg::Error(_) => continue,
       };
       if sink.send(m).await.is_err() || last {
         break;
@@ -279,7 +305,8 @@ pub fn op_ws_drop(state: &mut OpState, #[smi] rid: ResourceId) {
 
 #[derive(ToV8)]
 pub struct WsEvent {
-  /// "text", "binary", "close", or "gone" (the peer vanished).
+  /// "text", "binary", "close", "error" (the peer broke the protocol), or
+  /// "gone" (the peer vanished).
   kind: &'static str,
   text: Option<String>,
   data: Option<Uint8Array>,
@@ -312,6 +339,7 @@ pub async fn op_ws_next(
     Some(WsMsg::Text(t)) => ev("text", Some(t), None, 0),
     Some(WsMsg::Binary(b)) => ev("binary", None, Some(b.to_vec().into()), 0),
     Some(WsMsg::Close(code, reason)) => ev("close", Some(reason), None, code as u32),
+    Some(WsMsg::Error(e)) => ev("error", Some(e), None, 1006),
     None => ev("gone", None, None, 1006),
   })
 }
