@@ -41,19 +41,8 @@ export default {
 };
 "#;
 
-fn project(name: &str) -> PathBuf {
-  let d = std::env::temp_dir().join(format!("cellhost-alarm-{}-{name}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), WORKER).unwrap();
-  std::fs::write(
-    d.join("wrangler.toml"),
-    "name = \"alarms\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
-     [[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
-     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n",
-  )
-  .unwrap();
-  d
+fn alarms_project(name: &str) -> PathBuf {
+  project(&format!("alarms-{name}"), WORKER, OBJ_BINDING)
 }
 
 fn body(ch: &Cellhost, path: &str) -> String {
@@ -73,7 +62,7 @@ fn wait_for(ch: &Cellhost, path: &str, want: &str, timeout: Duration) -> String 
 
 #[test]
 fn alarms_survive_sigkill_and_restart() {
-  let d = project("restart");
+  let d = alarms_project("restart");
   let data = d.join(".data");
   let args = ["--data", data.to_str().unwrap()];
   let mut ch = Cellhost::start(&d, &args);
@@ -99,7 +88,7 @@ fn alarms_survive_sigkill_and_restart() {
 
 #[test]
 fn an_evicted_object_is_woken_for_its_alarm() {
-  let d = project("evicted");
+  let d = alarms_project("evicted");
   let data = d.join(".data");
   let ch = Cellhost::start(&d, &["--data", data.to_str().unwrap()]);
   // Objects are evicted 10 s after their last event; the alarm is later.

@@ -165,17 +165,7 @@ export default { fetch(request, env) { return env.OBJ.getByName("h").fetch(reque
 
 #[test]
 fn hibernated_sockets_outlive_eviction() {
-  let d = std::env::temp_dir().join(format!("cellhost-hib-{}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), HIBERNATING).unwrap();
-  std::fs::write(
-    d.join("wrangler.toml"),
-    "name = \"hib\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
-     [[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
-     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n",
-  )
-  .unwrap();
+  let d = project("hib", HIBERNATING, OBJ_BINDING);
   let ch = Cellhost::start(
     &d,
     &[
@@ -232,17 +222,7 @@ export default { fetch(request, env) { return env.OBJ.getByName("e").fetch(reque
 fn protocol_errors_reach_web_socket_error() {
   use tokio_tungstenite::tungstenite::protocol::frame::Frame;
   use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
-  let d = std::env::temp_dir().join(format!("cellhost-wserr-{}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), ERRORS).unwrap();
-  std::fs::write(
-    d.join("wrangler.toml"),
-    "name = \"wserr\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
-     [[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
-     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n",
-  )
-  .unwrap();
+  let d = project("wserr", ERRORS, OBJ_BINDING);
   let ch = Cellhost::start(&d, &["--data", d.join(".data").to_str().unwrap()]);
   let mut ws = join(ch.addr, "/");
   send(&mut ws, "fine");

@@ -4,25 +4,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use support::*;
-
-fn project(name: &str, worker: &str, extra_toml: &str) -> PathBuf {
-  let d = std::env::temp_dir().join(format!("cellhost-do-{}-{name}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), worker).unwrap();
-  std::fs::write(
-    d.join("wrangler.toml"),
-    format!(
-      "name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n{extra_toml}"
-    ),
-  )
-  .unwrap();
-  d
-}
 
 const BINDING: &str = "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n";
 

@@ -100,6 +100,28 @@ fn wait_count(ch: &Cellhost, name: &str, within: Duration) -> u64 {
   }
 }
 
+/// The node exits with code 3 within `within`, having logged `SELF-FENCE:`.
+fn assert_fences(ch: &mut Cellhost, within: Duration) {
+  let end = Instant::now() + within;
+  let status = loop {
+    if let Some(s) = ch.child.try_wait().unwrap() {
+      break s;
+    }
+    assert!(
+      Instant::now() < end,
+      "the node did not fence:\n{}",
+      ch.log()
+    );
+    std::thread::sleep(Duration::from_millis(50));
+  };
+  assert_eq!(status.code(), Some(3), "{}", ch.log());
+  assert!(
+    ch.wait_log("SELF-FENCE:", Duration::from_secs(2)),
+    "{}",
+    ch.log()
+  );
+}
+
 fn signal(ch: &Cellhost, sig: &str) {
   let ok = Command::new("kill")
     .args([sig, &ch.child.id().to_string()])
@@ -205,20 +227,7 @@ fn a_stopped_owner_fences_itself_when_it_resumes() {
   signal(&a, "-CONT");
   // a must not acknowledge anything more; it fences and exits with 3.
   assert_eq!(incr(&a, "y"), None, "a stale owner acknowledged a write");
-  let end = Instant::now() + Duration::from_secs(10);
-  let status = loop {
-    if let Some(s) = a.child.try_wait().unwrap() {
-      break s;
-    }
-    assert!(Instant::now() < end, "a did not fence:\n{}", a.log());
-    std::thread::sleep(Duration::from_millis(50));
-  };
-  assert_eq!(status.code(), Some(3), "{}", a.log());
-  assert!(
-    a.wait_log("SELF-FENCE:", Duration::from_secs(2)),
-    "{}",
-    a.log()
-  );
+  assert_fences(&mut a, Duration::from_secs(10));
   assert_eq!(incr(&b, "y"), Some(7));
 }
 
@@ -229,20 +238,7 @@ fn a_deleted_lease_record_fences_at_once() {
   incr(&a, "w").unwrap();
   std::fs::remove_file(f.dir.join("bucket/nodes/a.json")).unwrap();
   // The next renewal (every ttl/3) finds it gone: the node fences.
-  let end = Instant::now() + Duration::from_secs(5);
-  let status = loop {
-    if let Some(s) = a.child.try_wait().unwrap() {
-      break s;
-    }
-    assert!(Instant::now() < end, "a did not fence:\n{}", a.log());
-    std::thread::sleep(Duration::from_millis(50));
-  };
-  assert_eq!(status.code(), Some(3), "{}", a.log());
-  assert!(
-    a.wait_log("SELF-FENCE:", Duration::from_secs(2)),
-    "{}",
-    a.log()
-  );
+  assert_fences(&mut a, Duration::from_secs(5));
 }
 
 #[test]

@@ -292,3 +292,26 @@ fn echo(mut s: TcpStream) -> std::io::Result<()> {
     )?;
   }
 }
+
+/// A Worker project in a fresh temporary folder: `worker.js` and a
+/// wrangler.toml named `name` with `extra_toml` appended.
+#[allow(dead_code)]
+pub fn project(name: &str, worker: &str, extra_toml: &str) -> PathBuf {
+  let d = std::env::temp_dir().join(format!("cellhost-{}-{name}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&d);
+  std::fs::create_dir_all(&d).unwrap();
+  std::fs::write(d.join("worker.js"), worker).unwrap();
+  std::fs::write(
+    d.join("wrangler.toml"),
+    format!(
+      "name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n{extra_toml}"
+    ),
+  )
+  .unwrap();
+  d
+}
+
+/// wrangler.toml lines binding the SQLite-backed class `Obj` as `OBJ`.
+#[allow(dead_code)]
+pub const OBJ_BINDING: &str = "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
+  [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n";
