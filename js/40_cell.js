@@ -40,6 +40,8 @@ const {
 } = primordials;
 const {
   op_cell_open,
+  op_cell_activate,
+  op_cell_bucket_mode,
   op_cell_close,
   op_cell_abort,
   op_cell_sync,
@@ -76,12 +78,16 @@ const RESERVED = [
 
 let classes = []; // by namespace index: { className, cls, uniqueKey, sqlite }
 let env;
+// On a bucket a cell is taken (ownership record, restore) before it opens;
+// that talks to the bucket, so it runs without blocking the isolate.
+let bucketMode = false;
 const cells = new SafeMap();
 let evictTimer = null;
 
 export function setupActors(list, e) {
   classes = list;
   env = e;
+  bucketMode = list.length > 0 && op_cell_bucket_mode();
 }
 
 // Resolves once the event's handler has started (or the event was dropped).
@@ -160,6 +166,7 @@ class Cell {
     this.alarmRunning = null;
     this.alarmQueued = false;
     this.alarmAgain = false;
+    this.activating = false;
     // accept()ed (not hibernatable) sockets keep the object alive.
     this.liveSockets = 0;
   }
@@ -177,6 +184,12 @@ class Cell {
       return;
     }
     if (this.alarmQueued || this.broken !== null) return;
+    if (bucketMode && this.handle === 0) {
+      // Not taken yet: take it, then the alarm job checks the row.
+      this.alarmQueued = true;
+      this.enqueue({ kind: "alarm" });
+      return;
+    }
     try {
       if (this.dueAlarm() === null) return;
     } catch (e) {
@@ -262,6 +275,10 @@ class Cell {
       return;
     }
     if (this.instance === null && this.broken === null) {
+      if (bucketMode && this.handle === 0) {
+        this.activate();
+        return;
+      }
       try {
         this.construct();
       } catch {
@@ -282,6 +299,25 @@ class Cell {
     };
     op_defer().then(release);
     this.run(this.queue.shift()).then(release);
+  }
+
+  // Takes the cell on the bucket; events wait in the queue meanwhile.
+  activate() {
+    if (this.activating) return;
+    this.activating = true;
+    op_cell_activate(this.cls.uniqueKey, this.hex).then((h) => {
+      this.activating = false;
+      if (this.broken !== null) {
+        op_cell_close(h);
+        return;
+      }
+      this.handle = h;
+      this.pump();
+    }, (e) => {
+      this.activating = false;
+      // Owned elsewhere, or the bucket failed: the waiting events get it.
+      this.break(e);
+    });
   }
 
   construct() {

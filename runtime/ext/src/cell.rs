@@ -309,10 +309,7 @@ pub fn op_cell_open(
   #[string] unique_key: &str,
   #[string] id_hex: &str,
 ) -> Result<u32, JsErrorBox> {
-  let class = state
-    .try_borrow::<crate::actor::Router>()
-    .and_then(|r| r.namespaces.iter().find(|n| n.unique_key == unique_key))
-    .map(|n| n.class_name.clone());
+  let class = class_of(state, unique_key);
   let c = cells(state);
   let path = c.data_dir.join(unique_key).join(format!("{id_hex}.sqlite"));
   let (db, repl) = match (&c.fleet, class) {
@@ -323,16 +320,72 @@ pub fn op_cell_open(
     }
     _ => (CellDb::open(&path).map_err(err)?, None),
   };
-  let h = c.next;
-  c.next += 1;
-  c.dbs.insert(h, db);
-  if let Some(repl) = repl {
-    c.repl.insert(h, repl);
+  Ok(c.insert(unique_key, id_hex, db, repl))
+}
+
+fn class_of(state: &OpState, unique_key: &str) -> Option<String> {
+  state
+    .try_borrow::<crate::actor::Router>()
+    .and_then(|r| r.namespaces.iter().find(|n| n.unique_key == unique_key))
+    .map(|n| n.class_name.clone())
+}
+
+/// Whether cells live on a bucket (they are then taken with
+/// `op_cell_activate`, which does not block the isolate).
+#[op2(fast)]
+pub fn op_cell_bucket_mode(state: &mut OpState) -> bool {
+  cells(state).fleet.is_some()
+}
+
+/// Takes a cell on the bucket and opens its database; resolves to its
+/// handle.
+#[op2]
+pub async fn op_cell_activate(
+  state: std::rc::Rc<std::cell::RefCell<OpState>>,
+  #[string] unique_key: String,
+  #[string] id_hex: String,
+) -> Result<u32, JsErrorBox> {
+  let (fleet, path, scope) = {
+    let mut st = state.borrow_mut();
+    let class = class_of(&st, &unique_key)
+      .ok_or_else(|| JsErrorBox::type_error("unknown Durable Object namespace"))?;
+    let c = cells(&mut st);
+    let fleet = c
+      .fleet
+      .clone()
+      .ok_or_else(|| JsErrorBox::generic("cells are not on a bucket"))?;
+    let path = c
+      .data_dir
+      .join(&unique_key)
+      .join(format!("{id_hex}.sqlite"));
+    (fleet, path, format!("{class}:{id_hex}"))
+  };
+  let (db, repl) = crate::replica::open_async(fleet, path, scope)
+    .await
+    .map_err(JsErrorBox::generic)?;
+  let mut st = state.borrow_mut();
+  Ok(cells(&mut st).insert(&unique_key, &id_hex, db, Some(repl)))
+}
+
+impl Cells {
+  fn insert(
+    &mut self,
+    unique_key: &str,
+    id_hex: &str,
+    db: CellDb,
+    repl: Option<crate::replica::Repl>,
+  ) -> u32 {
+    let h = self.next;
+    self.next += 1;
+    self.dbs.insert(h, db);
+    if let Some(repl) = repl {
+      self.repl.insert(h, repl);
+    }
+    let key = format!("{unique_key}/{id_hex}");
+    self.by_key.insert(key.clone(), h);
+    self.key_of.insert(h, key);
+    h
   }
-  let key = format!("{unique_key}/{id_hex}");
-  c.by_key.insert(key.clone(), h);
-  c.key_of.insert(h, key);
-  Ok(h)
 }
 
 impl Cells {

@@ -46,6 +46,8 @@ deno_core::extension!(
     actor::op_do_call_export,
     actor::op_do_reply,
     cell::op_cell_open,
+    cell::op_cell_activate,
+    cell::op_cell_bucket_mode,
     cell::op_cell_close,
     cell::op_cell_abort,
     cell::op_cell_sync,

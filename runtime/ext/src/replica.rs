@@ -4,9 +4,10 @@
 //! LTX object, uploaded in the durability round under the acknowledgement
 //! rule (`cellhost_fleet::Fleet::publish`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use cellhost_fleet::{Fleet, Upload, encode_ltx};
+use cellhost_fleet::{Activation, Fleet, Upload, encode_ltx};
 use cellhost_storage::{Captured, CellDb};
 
 /// Replication state of one open cell.
@@ -25,9 +26,37 @@ fn ltx(c: &Captured, txid: u64) -> Result<Vec<u8>, String> {
   encode_ltx(c.page_size, c.commit, &c.pages, txid)
 }
 
-/// Takes the cell `scope` and opens its database at `path`.
+/// Takes the cell `scope` and opens its database at `path` (blocking).
 pub(crate) fn open(fleet: &Fleet, path: &Path, scope: &str) -> Result<(CellDb, Repl), String> {
   let act = fleet.activate(scope)?;
+  let (db, repl, upload) = prepare(path, scope, act)?;
+  // The generation's snapshot is in the bucket before the cell serves.
+  fleet.publish(vec![upload]).map_err(|failed| {
+    failed
+      .into_iter()
+      .map(|(_, m)| m)
+      .collect::<Vec<_>>()
+      .join("; ")
+  })?;
+  Ok((db, repl))
+}
+
+/// The same without blocking the isolate: other cells keep serving while
+/// this one talks to the bucket.
+pub(crate) async fn open_async(
+  fleet: Arc<Fleet>,
+  path: PathBuf,
+  scope: String,
+) -> Result<(CellDb, Repl), String> {
+  let act = fleet.clone().activate_async(scope.clone()).await?;
+  let (db, repl, upload) = prepare(&path, &scope, act)?;
+  fleet.publish_async(vec![upload]).await?;
+  Ok((db, repl))
+}
+
+/// Replaces the local file with the restored image, opens it, and makes the
+/// snapshot that opens this epoch's generation.
+fn prepare(path: &Path, scope: &str, act: Activation) -> Result<(CellDb, Repl, Upload), String> {
   // The bucket wins over whatever the local file holds.
   let mut side = path.as_os_str().to_owned();
   for suffix in ["", "-wal", "-shm"] {
@@ -55,20 +84,12 @@ pub(crate) fn open(fleet: &Fleet, path: &Path, scope: &str) -> Result<(CellDb, R
     txid: 1,
     bytes: ltx(&snap, 1)?,
   };
-  // The generation's snapshot is in the bucket before the cell serves.
-  fleet.publish(vec![upload]).map_err(|failed| {
-    failed
-      .into_iter()
-      .map(|(_, m)| m)
-      .collect::<Vec<_>>()
-      .join("; ")
-  })?;
   let repl = Repl {
     scope: scope.to_string(),
     epoch: act.epoch,
     txid: 1,
   };
-  Ok((db, repl))
+  Ok((db, repl, upload))
 }
 
 /// After a commit: its pages as the next LTX object of the epoch.

@@ -126,6 +126,58 @@ impl Fleet {
     rx.recv().expect("the fleet runtime is running")
   }
 
+  /// Runs `fut` on the fleet runtime; the returned future can be awaited
+  /// on any runtime (an isolate's event loop keeps serving meanwhile).
+  fn spawn<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
+  where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+  {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    self.rt.spawn(async move {
+      let _ = tx.send(fut.await);
+    });
+    async move { rx.await.expect("the fleet runtime is running") }
+  }
+
+  /// Takes the cell `scope` without blocking the caller's thread.
+  pub async fn activate_async(self: Arc<Self>, scope: String) -> Result<Activation, String> {
+    if !self.can_ack() {
+      return Err(format!(
+        "node {} cannot take cells: its lease is not live",
+        self.node
+      ));
+    }
+    let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
+    let (acq, image) = self
+      .spawn(async move { own::acquire(&bucket, &node, &s).await })
+      .await?;
+    self
+      .owned
+      .lock()
+      .unwrap()
+      .insert(scope, (acq.epoch, acq.token));
+    Ok(Activation {
+      epoch: acq.epoch,
+      image,
+    })
+  }
+
+  /// `publish` without blocking the caller's thread.
+  pub async fn publish_async(self: Arc<Self>, uploads: Vec<Upload>) -> Result<(), String> {
+    let (bucket, node) = (self.bucket.clone(), self.node.clone());
+    let failed = self
+      .spawn(async move { own::publish(&bucket, &node, uploads).await })
+      .await;
+    if let Some((_, m)) = failed.into_iter().next() {
+      return Err(m);
+    }
+    if !self.can_ack() {
+      return Err(format!("node {} lost its lease", self.node));
+    }
+    Ok(())
+  }
+
   /// Takes the cell `scope` (`Class:id`) for this node; blocking.
   pub fn activate(&self, scope: &str) -> Result<Activation, String> {
     if !self.can_ack() {
