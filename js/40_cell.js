@@ -212,6 +212,11 @@ class Cell {
   // The previous instance was reset while its alarm() ran: count that
   // failure here, on the cell's fresh database handle.
   alarmFailed(row) {
+    // On a bucket the cell must be taken first: count it from the queue.
+    if (bucketMode && this.handle === 0) {
+      this.enqueue({ kind: "alarm-failed", row });
+      return;
+    }
     op_alarm_finish(this.openHandle(), this.ns, this.hex, this.name, row[0], row[1], row[2], 1);
     this.lastActive = Date.now();
   }
@@ -371,7 +376,7 @@ class Cell {
       job.started();
       if (job.event.kind !== "text" && job.event.kind !== "binary") hib.finishClose(job.entry, job.event);
     }
-    if (job.kind === "alarm" || job.kind === "ws") return;
+    if (job.kind === "alarm" || job.kind === "alarm-failed" || job.kind === "ws") return;
     const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
     const json = errorJson(e, extra);
     if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
@@ -384,6 +389,8 @@ class Cell {
       if (this.broken !== null) throw this.broken;
       if (job.kind === "alarm") {
         await this.runAlarm();
+      } else if (job.kind === "alarm-failed") {
+        this.alarmFailed(job.row);
       } else if (job.kind === "http") {
         if (typeof this.instance.fetch !== "function") {
           throw new Error("Handler does not export a fetch() function.");

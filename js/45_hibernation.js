@@ -75,7 +75,7 @@ export function acceptWebSocket(key, actor, ws, tags) {
     throw new Error(`only ${MAX_SOCKETS} websockets can be accepted on a single Durable Object instance`);
   }
   if (st.pair !== null) st.pair.used = true;
-  const entry = { st, ws, tags: list, attachment: st.attachment, autoTs: null, key, manager: m };
+  const entry = { st, ws, tags: list, autoTs: null, key, manager: m };
   st.hibernatable = entry;
   m.entries.add(entry);
   readLoop(key, m, entry);

@@ -215,15 +215,13 @@ export class WebSocket extends EventTarget {
         `A WebSocket 'attachment' cannot be larger than 16384 bytes.'attachment' was ${bytes.length} bytes.`,
       );
     }
-    const st = this.#st;
-    st.attachment = bytes;
-    if (st.hibernatable !== null) st.hibernatable.attachment = bytes;
+    // The socket's state outlives the JS object (hibernation keeps it).
+    this.#st.attachment = bytes;
   }
 
   deserializeAttachment() {
-    const st = this.#st;
-    const bytes = st.hibernatable !== null ? st.hibernatable.attachment : st.attachment;
-    return bytes === null || bytes === undefined ? null : core.deserialize(bytes, { forStorage: true });
+    const bytes = this.#st.attachment;
+    return bytes === null ? null : core.deserialize(bytes, { forStorage: true });
   }
 }
 

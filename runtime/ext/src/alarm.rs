@@ -1,7 +1,7 @@
 //! The alarm API's ops: the cell's `_cf_ALARM` row (in the implicit
 //! transaction) and the node's wake schedule.
 
-use cellhost_storage::{AlarmOutcome, AlarmRow};
+use cellhost_storage::{AlarmOutcome, AlarmRow, set_alarm};
 use deno_core::{OpState, op2};
 use deno_error::JsErrorBox;
 
@@ -43,28 +43,19 @@ pub fn op_alarm_set(
   #[string] name: Option<String>,
   ms: f64,
 ) -> Result<(), JsErrorBox> {
-  let row = fresh_row(ms as u64);
+  let row = set_alarm(ms as u64, new_tag());
   wake(state)?
     .schedule(ns, &id, name, row.scheduled_ms)
     .map_err(JsErrorBox::generic)?;
   cells(state).db_w(h)?.alarm_put(&row).map_err(err)
 }
 
-fn fresh_row(ms: u64) -> AlarmRow {
-  AlarmRow {
-    scheduled_ms: ms,
-    retry: 0,
-    tag: new_tag(),
-  }
-}
-
 #[op2(fast)]
 pub fn op_alarm_delete(state: &mut OpState, #[smi] h: u32) -> Result<bool, JsErrorBox> {
   let c = cells(state);
-  if c.db(h)?.alarm_get().map_err(err)?.is_none() {
-    return Ok(false);
-  }
-  c.db_w(h)?.alarm_delete().map_err(err)
+  let deleted = c.db(h)?.alarm_delete().map_err(err)?;
+  c.note_write(h);
+  Ok(deleted)
 }
 
 /// The end of a run of the alarm `[ms, retry, tag]`: `outcome` 0 success,
@@ -93,11 +84,10 @@ pub fn op_alarm_finish(
     0 => AlarmOutcome::Success,
     n => AlarmOutcome::Failure { counted: n == 1 },
   };
-  let now = crate::wake::now_ms();
-  let next = cells(state)
-    .db_w(h)?
-    .alarm_finish(&fired, outcome, now)
-    .map_err(err)?;
+  let now = cellhost_fleet::now_ms();
+  let c = cells(state);
+  let next = c.db(h)?.alarm_finish(&fired, outcome, now).map_err(err)?;
+  c.note_write(h);
   let wake = wake(state)?;
   match next {
     Some(row) => wake

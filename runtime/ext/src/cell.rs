@@ -82,7 +82,7 @@ impl SyncBatch {
     };
     let (handles, uploads): (Vec<u32>, Vec<_>) = self.uploads.into_iter().unzip();
     let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
-    fleet.publish(uploads).map_err(|failed| {
+    fleet.publish_blocking(uploads).map_err(|failed| {
       // The node lease lapsed (empty scope): every cell of the round.
       let whole = failed.iter().any(|(s, _)| s.is_empty());
       let cells = handles
@@ -286,6 +286,14 @@ impl Cells {
       .ok_or_else(|| JsErrorBox::generic("Durable Object storage is no longer accessible."))
   }
 
+  /// After an operation that may have written: if it opened the implicit
+  /// transaction, the cell joins this turn's commit.
+  pub(crate) fn note_write(&mut self, h: u32) {
+    if self.dbs.get(&h).is_some_and(CellDb::has_open_transaction) {
+      self.dirty.insert(h);
+    }
+  }
+
   /// A write: the cell joins this turn's commit.
   pub(crate) fn db_w(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
     self.dirty.insert(h);
@@ -309,18 +317,16 @@ pub fn op_cell_open(
   #[string] unique_key: &str,
   #[string] id_hex: &str,
 ) -> Result<u32, JsErrorBox> {
-  let class = class_of(state, unique_key);
   let c = cells(state);
+  if c.fleet.is_some() {
+    // Opening without taking the cell would bypass its ownership record.
+    return Err(JsErrorBox::generic(
+      "a cell on a bucket is opened with op_cell_activate",
+    ));
+  }
   let path = c.data_dir.join(unique_key).join(format!("{id_hex}.sqlite"));
-  let (db, repl) = match (&c.fleet, class) {
-    (Some(fleet), Some(class)) => {
-      let (db, repl) = crate::replica::open(fleet, &path, &format!("{class}:{id_hex}"))
-        .map_err(JsErrorBox::generic)?;
-      (db, Some(repl))
-    }
-    _ => (CellDb::open(&path).map_err(err)?, None),
-  };
-  Ok(c.insert(unique_key, id_hex, db, repl))
+  let db = CellDb::open(&path).map_err(err)?;
+  Ok(c.insert(unique_key, id_hex, db, None))
 }
 
 fn class_of(state: &OpState, unique_key: &str) -> Option<String> {
@@ -360,7 +366,7 @@ pub async fn op_cell_activate(
       .join(format!("{id_hex}.sqlite"));
     (fleet, path, format!("{class}:{id_hex}"))
   };
-  let (db, repl) = crate::replica::open_async(fleet, path, scope)
+  let (db, repl) = crate::replica::open(fleet, path, scope)
     .await
     .map_err(JsErrorBox::generic)?;
   let mut st = state.borrow_mut();

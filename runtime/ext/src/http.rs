@@ -456,17 +456,7 @@ pub fn op_cellhost_respond_stream(
   Ok(())
 }
 
-pub(crate) fn respond_with(
-  state: &mut OpState,
-  id: u32,
-  status: u32,
-  headers: Vec<(ByteString, ByteString)>,
-  body: ReplyBody,
-) {
-  respond(state, id, status, headers, body)
-}
-
-fn respond(
+pub(crate) fn respond(
   state: &mut OpState,
   id: u32,
   status: u32,

@@ -26,31 +26,24 @@ fn ltx(c: &Captured, txid: u64) -> Result<Vec<u8>, String> {
   encode_ltx(c.page_size, c.commit, &c.pages, txid)
 }
 
-/// Takes the cell `scope` and opens its database at `path` (blocking).
-pub(crate) fn open(fleet: &Fleet, path: &Path, scope: &str) -> Result<(CellDb, Repl), String> {
-  let act = fleet.activate(scope)?;
-  let (db, repl, upload) = prepare(path, scope, act)?;
+/// Takes the cell `scope` and opens its database at `path`, without
+/// blocking the isolate: other cells keep serving while this one talks to
+/// the bucket.
+pub(crate) async fn open(
+  fleet: Arc<Fleet>,
+  path: PathBuf,
+  scope: String,
+) -> Result<(CellDb, Repl), String> {
+  let act = fleet.activate(scope.clone()).await?;
+  let (db, repl, upload) = prepare(&path, &scope, act)?;
   // The generation's snapshot is in the bucket before the cell serves.
-  fleet.publish(vec![upload]).map_err(|failed| {
+  fleet.publish(vec![upload]).await.map_err(|failed| {
     failed
       .into_iter()
       .map(|(_, m)| m)
       .collect::<Vec<_>>()
       .join("; ")
   })?;
-  Ok((db, repl))
-}
-
-/// The same without blocking the isolate: other cells keep serving while
-/// this one talks to the bucket.
-pub(crate) async fn open_async(
-  fleet: Arc<Fleet>,
-  path: PathBuf,
-  scope: String,
-) -> Result<(CellDb, Repl), String> {
-  let act = fleet.clone().activate_async(scope.clone()).await?;
-  let (db, repl, upload) = prepare(&path, &scope, act)?;
-  fleet.publish_async(vec![upload]).await?;
   Ok((db, repl))
 }
 

@@ -7,7 +7,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use cellhost_fleet::now_ms;
 
 use cellhost_storage::{WakeDb, WakeEntry};
 
@@ -39,13 +41,6 @@ struct State {
   at: HashMap<CellKey, (u64, Option<String>)>,
   /// What the index holds: entries never later than the stored alarm.
   indexed: HashMap<CellKey, u64>,
-}
-
-pub fn now_ms() -> u64 {
-  SystemTime::now()
-    .duration_since(UNIX_EPOCH)
-    .map(|d| d.as_millis() as u64)
-    .unwrap_or(0)
 }
 
 impl Wake {

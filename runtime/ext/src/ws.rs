@@ -22,7 +22,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
-use crate::http::{ReplyBody, inbox, respond_with};
+use crate::http::{ReplyBody, inbox, respond};
 
 pub enum WsMsg {
   Text(String),
@@ -358,7 +358,7 @@ pub fn op_cellhost_respond_ws(
     .take::<WsResource>(rid)
     .map_err(JsErrorBox::from_err)?;
   let ep = res.take()?;
-  respond_with(state, id, 101, headers, ReplyBody::WebSocket(ep));
+  respond(state, id, 101, headers, ReplyBody::WebSocket(ep));
   Ok(())
 }
 

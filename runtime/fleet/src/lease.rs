@@ -128,7 +128,7 @@ pub fn spawn(
 }
 
 /// Retires the lease (after the cells were released) and waits for it.
-pub async fn retire(_bucket: &Bucket, state: &LeaseState) {
+pub async fn retire(state: &LeaseState) {
   let retired = state.retired.notified();
   state.close();
   state.close.notify_one();

@@ -115,17 +115,6 @@ impl Fleet {
     self.lease.can_ack(now_ms())
   }
 
-  /// Runs `fut` on the fleet runtime and waits for it. Callable from any
-  /// thread, also from inside another runtime (an isolate thread): it only
-  /// blocks on a channel.
-  fn wait<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    self.rt.spawn(async move {
-      let _ = tx.send(fut.await);
-    });
-    rx.recv().expect("the fleet runtime is running")
-  }
-
   /// Runs `fut` on the fleet runtime; the returned future can be awaited
   /// on any runtime (an isolate's event loop keeps serving meanwhile).
   fn spawn<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
@@ -140,8 +129,8 @@ impl Fleet {
     async move { rx.await.expect("the fleet runtime is running") }
   }
 
-  /// Takes the cell `scope` without blocking the caller's thread.
-  pub async fn activate_async(self: Arc<Self>, scope: String) -> Result<Activation, String> {
+  /// Takes the cell `scope` (`Class:id`) for this node.
+  pub async fn activate(&self, scope: String) -> Result<Activation, String> {
     if !self.can_ack() {
       return Err(format!(
         "node {} cannot take cells: its lease is not live",
@@ -163,64 +152,33 @@ impl Fleet {
     })
   }
 
-  /// `publish` without blocking the caller's thread.
-  pub async fn publish_async(self: Arc<Self>, uploads: Vec<Upload>) -> Result<(), String> {
-    let (bucket, node) = (self.bucket.clone(), self.node.clone());
-    let failed = self
-      .spawn(async move { own::publish(&bucket, &node, uploads).await })
-      .await;
-    if let Some((_, m)) = failed.into_iter().next() {
-      return Err(m);
-    }
-    if !self.can_ack() {
-      return Err(format!("node {} lost its lease", self.node));
-    }
-    Ok(())
-  }
-
-  /// Takes the cell `scope` (`Class:id`) for this node; blocking.
-  pub fn activate(&self, scope: &str) -> Result<Activation, String> {
-    if !self.can_ack() {
-      return Err(format!(
-        "node {} cannot take cells: its lease is not live",
-        self.node
-      ));
-    }
-    let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.to_string());
-    let (acq, image) = self.wait(async move { own::acquire(&bucket, &node, &s).await })?;
-    self
-      .owned
-      .lock()
-      .unwrap()
-      .insert(scope.to_string(), (acq.epoch, acq.token));
-    Ok(Activation {
-      epoch: acq.epoch,
-      image,
-    })
-  }
-
-  /// The acknowledgement rule for one group commit; blocking. `Err` lists
-  /// the cells that must not acknowledge (all of them when the node lease
-  /// is not live).
-  pub fn publish(&self, uploads: Vec<Upload>) -> Result<(), Vec<(String, String)>> {
+  /// The acknowledgement rule for one group commit. `Err` lists the cells
+  /// that must not acknowledge, with the reason (a cell named `""`: the
+  /// node lease is not live, so none may).
+  pub async fn publish(&self, uploads: Vec<Upload>) -> Result<(), Vec<(String, String)>> {
     if uploads.is_empty() {
       return Ok(());
     }
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
-    let failed = self.wait(async move { own::publish(&bucket, &node, uploads).await });
-    let mut failed = failed;
+    let mut failed = self
+      .spawn(async move { own::publish(&bucket, &node, uploads).await })
+      .await;
     if !self.can_ack() {
       failed.push((String::new(), format!("node {} lost its lease", self.node)));
     }
     if failed.is_empty() {
-      Ok(())
-    } else {
-      let mut owned = self.owned.lock().unwrap();
-      for (scope, _) in &failed {
-        owned.remove(scope);
-      }
-      Err(failed)
+      return Ok(());
     }
+    let mut owned = self.owned.lock().unwrap();
+    for (scope, _) in &failed {
+      owned.remove(scope);
+    }
+    Err(failed)
+  }
+
+  /// `publish` for a thread that may block (a durability round).
+  pub fn publish_blocking(&self, uploads: Vec<Upload>) -> Result<(), Vec<(String, String)>> {
+    futures::executor::block_on(self.publish(uploads))
   }
 
   /// Clean shutdown: nothing more is acknowledged; every owned cell is
@@ -231,15 +189,14 @@ impl Fleet {
     let owned: Vec<(String, (u64, Token))> = self.owned.lock().unwrap().drain().collect();
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     let n = owned.len();
-    self.wait(async move {
+    let lease = self.lease.clone();
+    futures::executor::block_on(self.spawn(async move {
       let jobs = owned
         .into_iter()
         .map(|(scope, (epoch, token))| own::release(&bucket, &node, scope, epoch, token));
       futures::future::join_all(jobs).await;
-    });
-    let lease = self.lease.clone();
-    let bucket = self.bucket.clone();
-    self.wait(async move { lease::retire(&bucket, &lease).await });
+      lease::retire(&lease).await;
+    }));
     tracing::info!(
       "node {}: released {n} cells and retired its lease",
       self.node

@@ -291,15 +291,7 @@ fn durability(
     }
     while syncing.front().is_some_and(|(_, _, done)| done.is_some()) {
       let (round, _, done) = syncing.pop_front().expect("checked");
-      cells.mark_durable(round);
-      match done.expect("checked") {
-        Ok(()) => inbox.release_held(round, None),
-        Err(f) => {
-          tracing::error!("{}", f.message);
-          cells.fail_cells(&f.cells, &f.message);
-          inbox.release_held(round, Some((&f.message, true)));
-        }
-      }
+      settle(cells, inbox, round, done.expect("checked"));
     }
     if syncing.len() >= ROUNDS_IN_FLIGHT {
       return;
@@ -310,16 +302,7 @@ fn durability(
       // round runs beside the event loop instead.
       Some(batch) if syncing.is_empty() && !batch.has_uploads() && !inbox.has_queued() => {
         let round = batch.round;
-        let result = batch.run();
-        cells.mark_durable(round);
-        match result {
-          Ok(()) => inbox.release_held(round, None),
-          Err(f) => {
-            tracing::error!("{}", f.message);
-            cells.fail_cells(&f.cells, &f.message);
-            inbox.release_held(round, Some((&f.message, true)));
-          }
-        }
+        settle(cells, inbox, round, batch.run());
       }
       Some(batch) => {
         let round = batch.round;
@@ -335,6 +318,20 @@ fn durability(
         }
         return;
       }
+    }
+  }
+}
+
+/// A finished round: its replies leave, or on failure turn into errors and
+/// its cells are reset.
+fn settle(cells: &mut Cells, inbox: &Inbox, round: u64, result: Result<(), SyncFailure>) {
+  cells.mark_durable(round);
+  match result {
+    Ok(()) => inbox.release_held(round, None),
+    Err(f) => {
+      tracing::error!("{}", f.message);
+      cells.fail_cells(&f.cells, &f.message);
+      inbox.release_held(round, Some((&f.message, true)));
     }
   }
 }

@@ -59,12 +59,17 @@ impl CellDb {
     if self.alarm_get()?.is_none() {
       return Ok(false);
     }
+    self.delete_row()?;
+    Ok(true)
+  }
+
+  fn delete_row(&mut self) -> Result<(), StorageError> {
     self.internal(|db| {
       db.begin_write()?;
       db.conn
         .execute("DELETE FROM _cf_ALARM WHERE id = 1", [])
         .map_err(sqlite_error)?;
-      Ok(true)
+      Ok(())
     })
   }
 
@@ -80,7 +85,7 @@ impl CellDb {
     match alarm::after_run(fired, current.as_ref(), outcome, now_ms) {
       AlarmAction::Keep => Ok(current),
       AlarmAction::Delete | AlarmAction::Drop => {
-        self.alarm_delete()?;
+        self.delete_row()?;
         Ok(None)
       }
       AlarmAction::Reschedule(row) => {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rusqlite::Connection;
 
 pub use capture::Captured;
-pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow};
+pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow, set_alarm};
 pub use kv::ListOptions;
 pub use sql::{SqlResult, SqlValue};
 pub use wake::{WakeDb, WakeEntry};
