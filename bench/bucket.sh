@@ -20,19 +20,14 @@ request = function()
   return wrk.format("POST", "/increment?name=o" .. (n % 1000))
 end
 LUA
-wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/?name=warm" >/dev/null && return 0; sleep 0.1; done; return 1; }
-load() { # conns script -> "rps p99ms"
-  wrk -t"$(( $1 < 2 ? 1 : 2 ))" -c"$1" -d"${secs}s" --latency -s "$out/$2" "http://127.0.0.1:$cport" > "$out/w.txt"
-  echo "$(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")"
-}
 measure() { # name args...
   local name=$1; shift
   RUST_LOG=warn target/release/cellhost run examples/counter --listen "127.0.0.1:$cport" --data "$out/data-$name" "$@" >"$out/$name.log" 2>&1 &
   local pid=$!
   wait_up "$cport" || { cat "$out/$name.log"; exit 1; }
-  read -r r1 p1 < <(load 1 one.lua)
-  read -r r64 p64 < <(load 64 one.lua)
-  read -r rs ps < <(load 64 spread.lua)
+  read -r r1 p1 < <(wrk_load "$cport" 1 one.lua)
+  read -r r64 p64 < <(wrk_load "$cport" 64 one.lua)
+  read -r rs ps < <(wrk_load "$cport" 64 spread.lua)
   kill $pid; wait $pid 2>/dev/null || true
   echo "$name $r1 $p1 $r64 $p64 $rs $ps" >> "$out/results"
 }

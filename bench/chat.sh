@@ -20,7 +20,6 @@ const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "wor
   durableObjectNamespaces = [(className = "ChatRoom", uniqueKey = "chat-ChatRoom", enableSql = true)],
   durableObjectStorage = (localDisk = "store"));
 CAPNP
-wait_up() { for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0; sleep 0.1; done; return 1; }
 run() { # name port
   wait_up "$2"
   node bench/chat-client.mjs "$2" 5 100 4 >/dev/null # warm-up

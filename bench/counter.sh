@@ -40,22 +40,13 @@ request = function()
 end
 LUA
 
-rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
-wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/?name=warm" >/dev/null && return 0; sleep 0.1; done; return 1; }
-load() { # port conns script -> "rps p99ms"
-  wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"${secs}s" --latency -s "$out/$3" "http://127.0.0.1:$1" > "$out/w.txt"
-  local rps p99
-  rps=$(awk '/Requests\/sec/ {print $2}' "$out/w.txt")
-  p99=$(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")
-  echo "$rps $p99"
-}
 measure() { # name port pid
   local name=$1 port=$2 pid=$3
   wait_up "$port"
   local base; base=$(rss_mb "$pid")
-  read -r r1 p1 < <(load "$port" 1 one.lua)
-  read -r r64 p64 < <(load "$port" 64 one.lua)
-  read -r rs ps < <(load "$port" 64 spread.lua)
+  read -r r1 p1 < <(wrk_load "$port" 1 one.lua)
+  read -r r64 p64 < <(wrk_load "$port" 64 one.lua)
+  read -r rs ps < <(wrk_load "$port" 64 spread.lua)
   # Touch 10 000 distinct objects (two wrk threads, each name once).
   wrk -t2 -c2 -d30s -s "$out/touch.lua" "http://127.0.0.1:$port" >/dev/null &
   local wp=$!

@@ -17,8 +17,6 @@ const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "wor
 CAPNP
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
-# Sum of RSS over a process and its children (cellhost is one process).
-wait_up() { for _ in $(seq 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return 0; sleep 0.1; done; return 1; }
 
 run_one() { # name port pid
   local name=$1 port=$2 pid=$3
