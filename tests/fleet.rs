@@ -5,6 +5,9 @@
 //! against moto.
 
 mod support;
+// The moto server the bucket crate's S3 tests start.
+#[path = "../runtime/bucket/tests/common/mod.rs"]
+mod bucket_common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -319,9 +322,9 @@ fn litestream_restores_a_cells_generation() {
 
 #[test]
 fn takeover_on_s3_through_moto() {
-  let moto = Moto::start();
+  let moto = bucket_common::Moto::start();
   let mut f = Fleet::local("s3");
-  f.bucket = "s3://cellhost-fleet".into();
+  f.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
   f.extra = vec![
     "--endpoint".into(),
     moto.endpoint(),
@@ -332,7 +335,6 @@ fn takeover_on_s3_through_moto() {
     ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
     ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
   ];
-  moto.create_bucket("cellhost-fleet");
   let mut a = f.start("a");
   let b = f.start("b");
   for _ in 0..10 {
@@ -343,46 +345,4 @@ fn takeover_on_s3_through_moto() {
   a.child.wait().unwrap();
   assert_eq!(wait_count(&b, "s", Duration::from_secs(20)), 10);
   assert_eq!(incr(&b, "s"), Some(11));
-}
-
-/// A `moto_server` (PyPI `moto[server]`) on a free loopback port.
-struct Moto {
-  child: std::process::Child,
-  port: u16,
-}
-
-impl Moto {
-  fn start() -> Moto {
-    let port = free_port();
-    let child = Command::new("moto_server")
-      .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-      .env_remove("AWS_CA_BUNDLE")
-      .stdout(Stdio::null())
-      .stderr(Stdio::null())
-      .spawn()
-      .expect("moto_server is needed: pip install \"moto[server]\"");
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(
-      wait_port(addr, Duration::from_secs(30)),
-      "moto_server did not start"
-    );
-    Moto { child, port }
-  }
-
-  fn endpoint(&self) -> String {
-    format!("http://127.0.0.1:{}", self.port)
-  }
-
-  fn create_bucket(&self, name: &str) {
-    let addr = format!("127.0.0.1:{}", self.port).parse().unwrap();
-    let r = request(addr, "PUT", &format!("/{name}"), &[], b"").unwrap();
-    assert_eq!(r.status, 200, "moto: create bucket");
-  }
-}
-
-impl Drop for Moto {
-  fn drop(&mut self) {
-    let _ = self.child.kill();
-    let _ = self.child.wait();
-  }
 }
