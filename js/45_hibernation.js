@@ -207,8 +207,3 @@ export function setEventTimeout(key, actor, ms) {
 export function getEventTimeout(key) {
   return managers.get(key)?.eventTimeout ?? null;
 }
-
-/** Whether the cell still has hibernatable sockets (kept across eviction). */
-export function hasSockets(key) {
-  return (managers.get(key)?.entries.size ?? 0) > 0;
-}

@@ -106,10 +106,6 @@ impl Fleet {
     }))
   }
 
-  pub fn node(&self) -> &str {
-    &self.node
-  }
-
   /// Whether this node may acknowledge (or take cells) now.
   pub fn can_ack(&self) -> bool {
     self.lease.can_ack(now_ms())
