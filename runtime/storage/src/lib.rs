@@ -6,6 +6,7 @@
 mod alarm;
 mod auth;
 mod capture;
+mod file;
 mod kv;
 mod sql;
 mod wake;
@@ -18,6 +19,7 @@ use rusqlite::Connection;
 
 pub use capture::Captured;
 pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow, set_alarm};
+pub use file::lock_data_dir;
 pub use kv::ListOptions;
 pub use sql::{SqlResult, SqlValue};
 pub use wake::{WakeDb, WakeEntry};
@@ -123,14 +125,20 @@ impl CellDb {
     if let Some(dir) = path.parent() {
       std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("{}: {e}", dir.display())))?;
     }
-    let mut conn = Connection::open(path).map_err(sqlite_error)?;
-    // WAL with synchronous=NORMAL: a COMMIT appends to the WAL without
-    // waiting for the disk; the isolate then fsyncs the WALs of all cells
-    // that committed, once for many commits (group commit), before the
-    // output gate releases anything those commits could reveal.
-    conn
-      .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
-      .map_err(sqlite_error)?;
+    let conn = match file::connect(path) {
+      Err(_) if file::never_written(path) => {
+        // A crash before the first durability round can leave a new file
+        // without its header; it never held an acknowledged write.
+        for suffix in ["", "-wal"] {
+          let mut p = path.as_os_str().to_owned();
+          p.push(suffix);
+          let _ = std::fs::remove_file(p);
+        }
+        file::connect(path)
+      }
+      r => r,
+    };
+    let mut conn = conn.map_err(sqlite_error)?;
     let internal = auth::install(&mut conn).map_err(sqlite_error)?;
     Ok(CellDb {
       conn,

@@ -21,13 +21,13 @@ pub struct WakeEntry {
 
 pub struct WakeDb {
   conn: Connection,
+  /// The data directory's lock: the index lives as long as the node.
+  _lock: std::fs::File,
 }
 
 impl WakeDb {
   pub fn open(path: &Path) -> Result<WakeDb, StorageError> {
-    if let Some(dir) = path.parent() {
-      std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("{}: {e}", dir.display())))?;
-    }
+    let lock = crate::lock_data_dir(path.parent().unwrap_or(Path::new(".")))?;
     let conn = Connection::open(path).map_err(sqlite_error)?;
     // FULL: a hint is durable before the cell commit that sets its alarm.
     conn
@@ -37,7 +37,7 @@ impl WakeDb {
            name TEXT, at_ms INTEGER NOT NULL, PRIMARY KEY (unique_key, id));",
       )
       .map_err(sqlite_error)?;
-    Ok(WakeDb { conn })
+    Ok(WakeDb { conn, _lock: lock })
   }
 
   pub fn load(&self) -> Result<Vec<WakeEntry>, StorageError> {
