@@ -460,15 +460,18 @@ impl Cells {
 pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
   c.forget(h);
-  // Closing checkpoints the WAL into the database and syncs it.
+  // Closing leaves the WAL in place; a last commit joins the next round.
   let repl = c.repl.remove(&h);
   if let Some(mut db) = c.dbs.remove(&h)
     && c.dirty.remove(&h)
     && db.commit().is_ok()
-    && let Some(mut repl) = repl
-    && let Ok(Some(upload)) = crate::replica::capture(&mut db, &mut repl)
   {
-    c.uploads.push((h, upload));
+    c.unsynced.entry(db.wal_path()).or_insert(true);
+    if let Some(mut repl) = repl
+      && let Ok(Some(upload)) = crate::replica::capture(&mut db, &mut repl)
+    {
+      c.uploads.push((h, upload));
+    }
   }
 }
 
