@@ -1,6 +1,7 @@
 //! Durable Objects on one node, beyond what the differential fixtures
 //! compare: configuration errors, one instance per id across isolates,
-//! eviction, and persistence across restarts.
+//! eviction, persistence across restarts, and one process per data
+//! directory.
 
 mod support;
 
@@ -99,6 +100,16 @@ fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
   {
     let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
     assert_eq!(get(ch.addr, "/store?n=e").text(), "1");
+    // Cells open their files without SQLite's locks: a second process on
+    // the same data directory is refused at start.
+    let second = Cellhost::try_start(&d, &["--isolates", "1", "--data", &data]);
+    let err = second
+      .err()
+      .expect("a second process on one data directory");
+    assert!(
+      err.contains("is in use by another cellhost process"),
+      "{err}"
+    );
     let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/hit?n=e").text()).unwrap();
     assert_eq!(
       (v["hits"].as_u64(), v["constructions"].as_u64()),
