@@ -455,23 +455,34 @@ impl Cells {
   }
 }
 
-/// Evicts a cell's database (after committing what it wrote).
+/// A WAL an evicted cell keeps as it is; a larger one is folded into the
+/// database first (two fsyncs), so disk use stays bounded.
+const CLOSE_WAL_BYTES: u64 = 256 << 10;
+
+/// Evicts a cell's database (after committing what it wrote). Its WAL stays
+/// in place: deleting files slows creating new ones (see `CellDb::open`).
 #[op2(fast)]
 pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
   c.forget(h);
-  // Closing leaves the WAL in place; a last commit joins the next round.
   let repl = c.repl.remove(&h);
-  if let Some(mut db) = c.dbs.remove(&h)
-    && c.dirty.remove(&h)
-    && db.commit().is_ok()
-  {
+  let Some(mut db) = c.dbs.remove(&h) else {
+    return;
+  };
+  let mut taken = true;
+  if c.dirty.remove(&h) && db.commit().is_ok() {
+    // The last commit joins the next durability round.
     c.unsynced.entry(db.wal_path()).or_insert(true);
-    if let Some(mut repl) = repl
-      && let Ok(Some(upload)) = crate::replica::capture(&mut db, &mut repl)
-    {
-      c.uploads.push((h, upload));
+    if let Some(mut repl) = repl {
+      match crate::replica::capture(&mut db, &mut repl) {
+        Ok(upload) => c.uploads.extend(upload.map(|u| (h, u))),
+        Err(_) => taken = false,
+      }
     }
+  }
+  // With a bucket, only frames already captured may be checkpointed.
+  if taken {
+    let _ = db.checkpoint_if_large(CLOSE_WAL_BYTES);
   }
 }
 

@@ -141,6 +141,27 @@ mod tests {
   }
 
   #[test]
+  fn a_large_wal_is_folded_into_the_database_on_request() {
+    let d = dir("fold");
+    let path = d.join("c.sqlite");
+    let wal = d.join("c.sqlite-wal");
+    let mut db = CellDb::open(&path).unwrap();
+    db.kv_put("small", b"v").unwrap();
+    db.commit().unwrap();
+    let small = std::fs::metadata(&wal).unwrap().len();
+    db.checkpoint_if_large(64 << 10).unwrap();
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), small, "small: kept");
+    db.kv_put("big", &vec![7u8; 100 << 10]).unwrap();
+    db.commit().unwrap();
+    db.checkpoint_if_large(64 << 10).unwrap();
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "large: folded");
+    drop(db);
+    let mut db = CellDb::open(&path).unwrap();
+    assert_eq!(db.kv_get("big").unwrap().map(|v| v.len()), Some(100 << 10));
+    std::fs::remove_dir_all(d).unwrap();
+  }
+
+  #[test]
   fn one_process_holds_a_data_directory() {
     let d = dir("lock");
     let held = lock_data_dir(&d).unwrap();
