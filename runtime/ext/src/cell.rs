@@ -24,9 +24,8 @@ pub struct Cells {
   dirty: HashSet<u32>,
   committed: u64,
   durable: u64,
-  /// WAL files (and whether their directory needs an fsync too) appended to
-  /// since the last durability round started.
-  unsynced: HashMap<PathBuf, bool>,
+  /// Files appended to since the last durability round started.
+  unsynced: HashMap<PathBuf, Unsynced>,
   /// Handles whose WAL's directory entry is already durable.
   dir_synced: HashSet<u32>,
   /// Cells whose commit failed, with the reason; the object is reset on its
@@ -50,12 +49,20 @@ pub struct Cells {
   uploads: Vec<(u32, cellhost_fleet::Upload)>,
 }
 
+/// A file a durability round must fsync.
+#[derive(Clone, Debug)]
+pub struct Unsynced {
+  /// Its directory entry is new: fsync the directory too.
+  pub dir: bool,
+  /// The file held open (a cell's WAL), or `None` to open it by path.
+  file: Option<std::sync::Arc<std::fs::File>>,
+}
+
 /// WAL files to fsync for one durability round, and with a bucket the LTX
 /// objects to publish.
 pub struct SyncBatch {
   pub round: u64,
-  /// (file, also fsync its directory)
-  pub files: Vec<(PathBuf, bool)>,
+  pub files: Vec<(PathBuf, Unsynced)>,
   uploads: Vec<(u32, cellhost_fleet::Upload)>,
   fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
 }
@@ -105,22 +112,32 @@ impl SyncBatch {
     !self.uploads.is_empty()
   }
 
-  fn fsync(&self) -> std::io::Result<()> {
+  /// Whether this round syncs the file system once (see `SYNCFS_FROM`).
+  fn syncs_file_system(&self) -> bool {
     let new_dirs: HashSet<&Path> = (self.files.iter())
-      .filter(|(_, dir)| *dir)
+      .filter(|(_, u)| u.dir)
       .filter_map(|(p, _)| p.parent())
       .collect();
-    if self.files.len() + new_dirs.len() >= SYNCFS_FROM && syncfs_reports_errors() {
+    self.files.len() + new_dirs.len() >= SYNCFS_FROM && syncfs_reports_errors()
+  }
+
+  fn fsync(&self) -> std::io::Result<()> {
+    if self.syncs_file_system() {
       return self.syncfs();
     }
     let mut dirs = HashSet::new();
-    for (path, dir) in &self.files {
-      match std::fs::File::open(path) {
-        Ok(f) => f.sync_data()?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-        Err(e) => return Err(e),
+    for (path, u) in &self.files {
+      match &u.file {
+        Some(f) => f.sync_data()?,
+        None => match std::fs::File::open(path) {
+          Ok(f) => f.sync_data()?,
+          Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+          Err(e) => return Err(e),
+        },
       }
-      if *dir && let Some(parent) = path.parent() {
+      if u.dir
+        && let Some(parent) = path.parent()
+      {
         dirs.insert(parent);
       }
     }
@@ -135,8 +152,9 @@ impl SyncBatch {
 /// From this many fsync calls on, a round syncs the file system once
 /// instead: one device flush rather than one per file. New objects need
 /// three each (database, WAL, directory), so a spread over many objects
-/// otherwise waits on a flush per file.
-const SYNCFS_FROM: usize = 3;
+/// otherwise waits on a flush per file. Below it, a round waits only for its
+/// own files, not for whatever else the file system has to write back.
+const SYNCFS_FROM: usize = 6;
 
 /// syncfs(2) reports writeback errors only since Linux 5.8; before, it
 /// returned 0 regardless, so older kernels keep one fsync per file.
@@ -172,6 +190,17 @@ impl SyncBatch {
     }
     Ok(())
   }
+}
+
+/// A cell's WAL joins the next durability round (`dir`: its directory
+/// entry too).
+fn note_unsynced(unsynced: &mut HashMap<PathBuf, Unsynced>, db: &mut CellDb, dir: bool) {
+  let file = db.wal_file();
+  let u = unsynced
+    .entry(db.wal_path())
+    .or_insert(Unsynced { dir, file: None });
+  u.dir |= dir;
+  u.file = u.file.take().or(file);
 }
 
 impl Cells {
@@ -254,11 +283,16 @@ impl Cells {
         Ok(()) => {
           self.last_round.insert(h, self.committed);
           let first = self.dir_synced.insert(h);
-          *self.unsynced.entry(db.wal_path()).or_insert(false) |= first;
+          note_unsynced(&mut self.unsynced, db, first);
           if first {
             // A new database file's header (WAL mode) must be on disk too,
             // or a crash could leave a WAL that SQLite would not replay.
-            self.unsynced.entry(db.path().to_path_buf()).or_insert(true);
+            (self.unsynced)
+              .entry(db.path().to_path_buf())
+              .or_insert(Unsynced {
+                dir: true,
+                file: None,
+              });
           }
         }
         Err(e) => {
@@ -472,7 +506,7 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let mut taken = true;
   if c.dirty.remove(&h) && db.commit().is_ok() {
     // The last commit joins the next durability round.
-    c.unsynced.entry(db.wal_path()).or_insert(true);
+    note_unsynced(&mut c.unsynced, &mut db, true);
     if let Some(mut repl) = repl {
       match crate::replica::capture(&mut db, &mut repl) {
         Ok(upload) => c.uploads.extend(upload.map(|u| (h, u))),
@@ -744,11 +778,11 @@ mod tests {
     let batch = c.take_unsynced().unwrap();
     assert_eq!(batch.round, 1);
     let mut files = batch.files.clone();
-    files.sort();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(files.len(), 2, "the new database file and its WAL");
     assert!(files[0].0.to_string_lossy().ends_with("a.sqlite"));
     assert!(files[1].0.to_string_lossy().ends_with("a.sqlite-wal"));
-    assert!(files[1].1, "a new WAL's directory entry is synced too");
+    assert!(files[1].1.dir, "a new WAL's directory entry is synced too");
     assert!(c.take_unsynced().is_none());
     let round = batch.round;
     batch.run().unwrap();
@@ -761,9 +795,40 @@ mod tests {
     c.commit_all();
     let batch = c.take_unsynced().unwrap();
     assert_eq!(
-      (batch.round, batch.files.len(), batch.files[0].1),
+      (batch.round, batch.files.len(), batch.files[0].1.dir),
       (3, 1, false)
     );
+    let _ = std::fs::remove_dir_all(dir);
+  }
+
+  #[test]
+  fn a_round_of_many_new_cells_syncs_the_file_system_once() {
+    let dir = std::env::temp_dir().join(format!("cellhost-cells-fs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = Cells::new(dir.clone(), None);
+    for h in 1..=2 {
+      c.dbs
+        .insert(h, CellDb::open(&dir.join(format!("{h}.sqlite"))).unwrap());
+      c.db_w(h).unwrap().kv_put("k", b"v").unwrap();
+    }
+    assert!(c.commit_all().is_empty());
+    let batch = c.take_unsynced().unwrap();
+    // Two databases, two WALs and their directory: five fsyncs; two more
+    // new cells make a round worth a single syncfs.
+    assert!(!batch.syncs_file_system());
+    batch.run().unwrap();
+    for h in 1..=4 {
+      if h > 2 {
+        c.dbs
+          .insert(h, CellDb::open(&dir.join(format!("{h}.sqlite"))).unwrap());
+      }
+      c.db_w(h).unwrap().kv_put("k", b"w").unwrap();
+    }
+    assert!(c.commit_all().is_empty());
+    let batch = c.take_unsynced().unwrap();
+    assert_eq!(batch.files.len(), 6, "four WALs and two new databases");
+    assert_eq!(batch.syncs_file_system(), syncfs_reports_errors());
+    batch.run().unwrap();
     let _ = std::fs::remove_dir_all(dir);
   }
 }

@@ -118,6 +118,8 @@ pub struct CellDb {
   internal: Arc<AtomicBool>,
   /// Where page capture (replication) has read the WAL up to.
   capture: Option<capture::WalCursor>,
+  /// The WAL, held open once it exists, for the durability rounds.
+  wal: Option<Arc<std::fs::File>>,
 }
 
 impl CellDb {
@@ -147,6 +149,7 @@ impl CellDb {
       savepoints: 0,
       internal,
       capture: None,
+      wal: None,
     })
   }
 
@@ -167,6 +170,15 @@ impl CellDb {
     let mut p = self.path.clone().into_os_string();
     p.push("-wal");
     PathBuf::from(p)
+  }
+
+  /// The WAL file, held open so each durability round need not open it
+  /// again (SQLite truncates it in place, never replaces it, while open).
+  pub fn wal_file(&mut self) -> Option<Arc<std::fs::File>> {
+    if self.wal.is_none() {
+      self.wal = std::fs::File::open(self.wal_path()).ok().map(Arc::new);
+    }
+    self.wal.clone()
   }
 
   /// Opens the implicit transaction if none is open; every write calls it.
