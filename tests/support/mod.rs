@@ -111,10 +111,18 @@ impl Drop for Cellhost {
 
 /// Runs `cellhost run` expecting it to fail at start; returns (exit code, stderr).
 pub fn cellhost_fails(path: &Path) -> (Option<i32>, String) {
+  // Its own data directory: tests run in parallel, and one process holds a
+  // data directory at a time.
+  let dir = if path.is_dir() {
+    path
+  } else {
+    path.parent().unwrap()
+  };
   let out = Command::new(cellhost_bin())
     .arg("run")
     .arg(path)
-    .args(["--listen", "127.0.0.1:0"])
+    .args(["--listen", "127.0.0.1:0", "--data"])
+    .arg(dir.join(".data"))
     .output()
     .unwrap();
   let text =
