@@ -1,8 +1,8 @@
 //! Nodes on a shared bucket, as real processes: one writer per cell, a
 //! takeover after SIGKILL (with the owner's data directory wiped) that keeps
 //! every acknowledged write, a stopped owner that fences itself when it
-//! resumes, a clean shutdown that hands cells over at once, and the S3 path
-//! against moto.
+//! resumes, a clean shutdown that hands cells over at once, a stored alarm
+//! that moves with its cell, and the S3 path against moto.
 
 mod support;
 // The moto server the bucket crate's S3 tests start.
@@ -23,6 +23,7 @@ const TTL_MS: &str = "3000";
 struct Fleet {
   dir: PathBuf,
   bucket: String,
+  worker: PathBuf,
   env: Vec<(String, String)>,
   extra: Vec<String>,
 }
@@ -36,6 +37,7 @@ impl Fleet {
     Fleet {
       dir,
       bucket,
+      worker: repo_root().join("examples/counter"),
       env: vec![],
       extra: vec![],
     }
@@ -65,7 +67,7 @@ impl Fleet {
       .iter()
       .map(|(k, v)| (k.as_str(), v.as_str()))
       .collect();
-    Cellhost::try_start_env(&repo_root().join("examples/counter"), &args, &env)
+    Cellhost::try_start_env(&self.worker, &args, &env)
       .unwrap_or_else(|e| panic!("node {node}: {e}"))
   }
 }
@@ -345,4 +347,51 @@ fn takeover_on_s3_through_moto() {
   a.child.wait().unwrap();
   assert_eq!(wait_count(&b, "s", Duration::from_secs(20)), 10);
   assert_eq!(incr(&b, "s"), Some(11));
+}
+
+const ALARM_WORKER: &str = r#"
+import { DurableObject } from "cloudflare:workers";
+export class Obj extends DurableObject {
+  async arm() { await this.ctx.storage.setAlarm(Date.now() + 2000); return "armed"; }
+  async fired() { return String((await this.ctx.storage.get("fired")) ?? 0); }
+  async alarm() { await this.ctx.storage.put("fired", ((await this.ctx.storage.get("fired")) ?? 0) + 1); }
+}
+export default {
+  async fetch(req, env) {
+    const u = new URL(req.url);
+    const o = env.OBJ.getByName(u.searchParams.get("name"));
+    return new Response(u.pathname === "/arm" ? await o.arm() : await o.fired());
+  },
+};
+"#;
+
+#[test]
+fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
+  let mut f = Fleet::local("alarm");
+  f.worker = project("fleet-alarm", ALARM_WORKER, OBJ_BINDING);
+  let mut a = f.start("a");
+  let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
+  assert_eq!(r.text(), "armed", "{}", a.log());
+  // The owner dies before the alarm is due; its schedule dies with it.
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  let b = f.start("b");
+  let end = Instant::now() + Duration::from_secs(20);
+  loop {
+    // The first answer comes once a's lease expired and b took the cell.
+    let fired = request(b.addr, "GET", "/?name=x", &[], b"")
+      .ok()
+      .filter(|r| r.status == 200)
+      .map(|r| r.text());
+    if fired.as_deref() == Some("1") {
+      break;
+    }
+    assert!(
+      Instant::now() < end,
+      "the alarm never fired on b ({fired:?}):\n{}",
+      b.log()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+  }
+  let _ = std::fs::remove_dir_all(&f.dir);
 }
