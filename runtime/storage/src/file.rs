@@ -39,8 +39,9 @@ pub fn lock_data_dir(dir: &Path) -> Result<std::fs::File, StorageError> {
 /// So one connection holds the file exclusively (the WAL index lives in
 /// memory: no `-shm`), a new file takes WAL mode without a rollback journal
 /// (nothing to roll back; the first durability round fsyncs its header
-/// before any write is acknowledged), and closing leaves the WAL in place
-/// instead of checkpointing and deleting it.
+/// before any write is acknowledged), and closing keeps the WAL file
+/// instead of deleting it (the isolate folds a large one into the database
+/// first).
 pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
   let new = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
   // No POSIX locks: the process holds the whole data directory (see
