@@ -73,6 +73,8 @@ impl CellDb {
     if let Some(c) = &mut self.capture {
       *c = WalCursor::default();
     }
+    // The WAL is empty: the next commit writes its header afresh.
+    self.fresh_wal = true;
     Ok(())
   }
 

@@ -162,6 +162,57 @@ mod tests {
     std::fs::remove_dir_all(d).unwrap();
   }
 
+  fn pragma(db: &mut CellDb, name: &str) -> i64 {
+    db.internal(|db| {
+      (db.conn)
+        .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+        .unwrap()
+    })
+  }
+
+  #[test]
+  fn only_a_transaction_that_starts_the_wal_skips_sqlites_syncs() {
+    let d = dir("fresh");
+    let path = d.join("c.sqlite");
+    let mut db = CellDb::open(&path).unwrap();
+    assert_eq!(
+      pragma(&mut db, "synchronous"),
+      1,
+      "NORMAL between transactions"
+    );
+    db.kv_put("k", b"v").unwrap();
+    // It writes the WAL header, which the durability round fsyncs.
+    assert_eq!(pragma(&mut db, "synchronous"), 0);
+    assert_eq!(pragma(&mut db, "wal_autocheckpoint"), 0);
+    db.commit().unwrap();
+    assert_eq!(pragma(&mut db, "synchronous"), 1);
+    assert_eq!(pragma(&mut db, "wal_autocheckpoint"), 1000);
+    db.kv_put("k", b"w").unwrap();
+    assert_eq!(
+      pragma(&mut db, "synchronous"),
+      1,
+      "later ones keep SQLite's"
+    );
+    db.commit().unwrap();
+    drop(db);
+    // Reopened with frames in the WAL: nothing fresh; emptied by a
+    // checkpoint: the next transaction starts the WAL again.
+    let mut db = CellDb::open(&path).unwrap();
+    db.kv_put("k", b"x").unwrap();
+    assert_eq!(pragma(&mut db, "synchronous"), 1);
+    db.commit().unwrap();
+    db.checkpoint().unwrap();
+    db.kv_put("k", b"y").unwrap();
+    assert_eq!(pragma(&mut db, "synchronous"), 0);
+    db.rollback();
+    assert_eq!(
+      pragma(&mut db, "synchronous"),
+      1,
+      "a rollback restores it too"
+    );
+    std::fs::remove_dir_all(d).unwrap();
+  }
+
   #[test]
   fn one_process_holds_a_data_directory() {
     let d = dir("lock");

@@ -120,6 +120,11 @@ pub struct CellDb {
   capture: Option<capture::WalCursor>,
   /// The WAL, held open once it exists, for the durability rounds.
   wal: Option<Arc<std::fs::File>>,
+  /// The WAL has no header yet: the next commit writes one, and SQLite
+  /// would fsync it (and, on a new file, its directory) on the isolate
+  /// thread. That commit's durability round fsyncs the WAL, the database
+  /// and the directory of a new cell anyway, so it runs unsynced.
+  fresh_wal: bool,
 }
 
 impl CellDb {
@@ -142,7 +147,7 @@ impl CellDb {
     };
     let mut conn = conn.map_err(sqlite_error)?;
     let internal = auth::install(&mut conn).map_err(sqlite_error)?;
-    Ok(CellDb {
+    let mut db = CellDb {
       conn,
       path: path.to_path_buf(),
       in_txn: false,
@@ -150,14 +155,18 @@ impl CellDb {
       internal,
       capture: None,
       wal: None,
-    })
+      fresh_wal: true,
+    };
+    db.fresh_wal = std::fs::metadata(db.wal_path()).map_or(true, |m| m.len() < 32);
+    Ok(db)
   }
 
   /// Runs the storage's own statements past the user-SQL authorizer.
   pub(crate) fn internal<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-    self.internal.store(true, Ordering::Relaxed);
+    // Nested calls keep the outer call's state.
+    let outer = self.internal.swap(true, Ordering::Relaxed);
     let r = f(self);
-    self.internal.store(false, Ordering::Relaxed);
+    self.internal.store(outer, Ordering::Relaxed);
     r
   }
 
@@ -184,6 +193,13 @@ impl CellDb {
   /// Opens the implicit transaction if none is open; every write calls it.
   pub(crate) fn begin_write(&mut self) -> Result<(), StorageError> {
     if !self.in_txn {
+      if self.fresh_wal {
+        // The first transaction writes the WAL header: no SQLite syncs
+        // (`fresh_wal`), and no checkpoint inside it without them.
+        self
+          .pragmas("PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0")
+          .map_err(sqlite_error)?;
+      }
       self.conn.execute_batch("BEGIN").map_err(sqlite_error)?;
       self.in_txn = true;
     }
@@ -201,13 +217,34 @@ impl CellDb {
     }
     self.in_txn = false;
     self.savepoints = 0;
-    match self.conn.execute_batch("COMMIT") {
+    let committed = match self.conn.execute_batch("COMMIT") {
       Ok(()) => Ok(()),
       Err(e) => {
         let _ = self.conn.execute_batch("ROLLBACK");
         Err(sqlite_error(e))
       }
+    };
+    if self.fresh_wal {
+      self.fresh_wal = false;
+      self.synced_again()?;
     }
+    committed
+  }
+
+  /// Back to SQLite's own syncs after a first transaction that ran without.
+  fn synced_again(&mut self) -> Result<(), StorageError> {
+    // Capture (replication) checkpoints by itself only.
+    let ckpt = if self.capture.is_some() { 0 } else { 1000 };
+    self
+      .pragmas(&format!(
+        "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint={ckpt}"
+      ))
+      .map_err(sqlite_error)
+  }
+
+  /// The storage's own pragmas, past the user-SQL authorizer.
+  fn pragmas(&mut self, sql: &str) -> rusqlite::Result<()> {
+    self.internal(|db| db.conn.execute_batch(sql))
   }
 
   /// Drops the uncommitted writes (the object is being reset).
@@ -216,6 +253,9 @@ impl CellDb {
       let _ = self.conn.execute_batch("ROLLBACK");
       self.in_txn = false;
       self.savepoints = 0;
+      if self.fresh_wal {
+        let _ = self.synced_again();
+      }
     }
   }
 
