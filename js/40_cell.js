@@ -317,24 +317,15 @@ class Cell {
         return;
       }
       this.handle = h;
-      this.armStoredAlarm(h);
+      // A cell taken over from another node brings its stored alarm,
+      // which this node's schedule has not seen: check it as a wake-up.
+      this.alarmArrived();
       this.pump();
     }, (e) => {
       this.activating = false;
       // Owned elsewhere, or the bucket failed: the waiting events get it.
       this.break(e);
     });
-  }
-
-  // A cell taken over from another node brings its stored alarm, which
-  // this node's schedule has not seen; a stale hint runs nothing.
-  armStoredAlarm(h) {
-    try {
-      const row = op_alarm_get(h);
-      if (row !== null) op_alarm_skip(this.ns, this.hex, this.name, row[0]);
-    } catch (e) {
-      op_cellhost_log(2, `alarm of ${this.cls.className} ${this.hex}: ${e?.message ?? e}\n`);
-    }
   }
 
   construct() {
