@@ -9,17 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
 command -v moto_server >/dev/null || { echo "moto_server is needed: pip install 'moto[server]'" >&2; exit 1; }
-cat > "$out/one.lua" <<'LUA'
-wrk.method = "POST"
-wrk.path = "/increment?name=bench"
-LUA
-cat > "$out/spread.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("POST", "/increment?name=o" .. (n % 1000))
-end
-LUA
+counter_lua 1000
 measure() { # name args...
   local name=$1; shift
   RUST_LOG=warn target/release/cellhost run examples/counter --listen "127.0.0.1:$cport" --data "$out/data-$name" "$@" >"$out/$name.log" 2>&1 &

@@ -7,19 +7,7 @@
 #   bash bench/chat.sh [clients] [messages] [window]
 source "$(dirname "$0")/lib.sh"
 clients=${1:-50}; messages=${2:-2000}; window=${3:-8}
-cp examples/chat/worker.js "$out/worker.js"
-mkdir -p "$out/wstore"
-cat > "$out/config.capnp" <<CAPNP
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "chat", worker = .w), (name = "store", disk = (path = "$out/wstore", writable = true))],
-  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "chat")]);
-const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
-  compatibilityDate = "2026-11-01",
-  bindings = [(name = "ROOMS", durableObjectNamespace = "ChatRoom")],
-  durableObjectNamespaces = [(className = "ChatRoom", uniqueKey = "chat-ChatRoom", enableSql = true)],
-  durableObjectStorage = (localDisk = "store"));
-CAPNP
+workerd_config examples/chat chat ROOMS ChatRoom
 run() { # name port
   wait_up "$2"
   node bench/chat-client.mjs "$2" 5 100 4 >/dev/null # warm-up

@@ -6,30 +6,8 @@
 #   bash bench/counter.sh [seconds]
 source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
-cp examples/counter/worker.js "$out/worker.js"
-mkdir -p "$out/wstore"
-cat > "$out/config.capnp" <<CAPNP
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "counter", worker = .w), (name = "store", disk = (path = "$out/wstore", writable = true))],
-  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "counter")]);
-const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
-  compatibilityDate = "2026-11-01",
-  bindings = [(name = "COUNTER", durableObjectNamespace = "Counter")],
-  durableObjectNamespaces = [(className = "Counter", uniqueKey = "counter-Counter", enableSql = true)],
-  durableObjectStorage = (localDisk = "store"));
-CAPNP
-cat > "$out/one.lua" <<'LUA'
-wrk.method = "POST"
-wrk.path = "/increment?name=bench"
-LUA
-cat > "$out/spread.lua" <<'LUA'
-local n = 0
-request = function()
-  n = n + 1
-  return wrk.format("POST", "/increment?name=o" .. (n * 7919 % 10000))
-end
-LUA
+workerd_config examples/counter counter COUNTER Counter
+counter_lua 10000
 cat > "$out/touch.lua" <<'LUA'
 local n = -1
 local t = 0

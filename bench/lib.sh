@@ -24,3 +24,39 @@ wrk_load() {
   wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"${secs}s" --latency -s "$out/$3" "http://127.0.0.1:$1" > "$out/w.txt"
   echo "$(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")"
 }
+
+# workerd's config for the example Worker in DIR with one SQLite-backed
+# Durable Object class: workerd_config DIR SERVICE BINDING CLASS. Copies
+# its worker.js into $out and writes $out/config.capnp (storage in
+# $out/wstore, listening on $wport).
+workerd_config() {
+  cp "$1/worker.js" "$out/worker.js"
+  mkdir -p "$out/wstore"
+  cat > "$out/config.capnp" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "$2", worker = .w), (name = "store", disk = (path = "$out/wstore", writable = true))],
+  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "$2")]);
+const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
+  compatibilityDate = "2026-11-01",
+  bindings = [(name = "$3", durableObjectNamespace = "$4")],
+  durableObjectNamespaces = [(className = "$4", uniqueKey = "$2-$4", enableSql = true)],
+  durableObjectStorage = (localDisk = "store"));
+CAPNP
+}
+
+# The counter's wrk scripts in $out: one.lua increments one object;
+# spread.lua cycles through N objects (counter_lua N), each once per cycle.
+counter_lua() {
+  cat > "$out/one.lua" <<'LUA'
+wrk.method = "POST"
+wrk.path = "/increment?name=bench"
+LUA
+  cat > "$out/spread.lua" <<LUA
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("POST", "/increment?name=o" .. (n * 7919 % $1))
+end
+LUA
+}
