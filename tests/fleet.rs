@@ -2,7 +2,8 @@
 //! takeover after SIGKILL (with the owner's data directory wiped) that keeps
 //! every acknowledged write, a stopped owner that fences itself when it
 //! resumes, a clean shutdown that hands cells over at once, a stored alarm
-//! that moves with its cell, and the S3 path against moto.
+//! that moves with its cell, the waker that fires an alarm whose owner died
+//! while nobody calls, and the S3 path against moto.
 
 mod support;
 // The moto server the bucket crate's S3 tests start.
@@ -394,4 +395,74 @@ fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
     std::thread::sleep(Duration::from_millis(200));
   }
   let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+/// The ownership record of the only `Obj` cell in a local bucket.
+fn owner_of_obj(bucket: &std::path::Path) -> Option<String> {
+  let cells = std::fs::read_dir(bucket.join("cells")).ok()?;
+  for e in cells.flatten() {
+    if e.file_name().to_string_lossy().starts_with("Obj:") {
+      let b = std::fs::read(e.path().join("own.json")).ok()?;
+      // The local bucket's file: a version header, then the JSON.
+      let json = &b[b.iter().position(|&c| c == b'{')?..];
+      let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+      return v["node"].as_str().map(str::to_string);
+    }
+  }
+  None
+}
+
+#[test]
+fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
+  let mut f = Fleet::local("waker");
+  f.worker = project("fleet-waker", ALARM_WORKER, OBJ_BINDING);
+  f.extra = vec!["--wake-poll-ms".into(), "300".into()];
+  let bucket = f.dir.join("bucket");
+  let mut a = f.start("a");
+  let b = f.start("b");
+  let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
+  assert_eq!(r.text(), "armed", "{}", a.log());
+  // The hint is in the fleet's index before setAlarm() answered.
+  let hints: Vec<_> = std::fs::read_dir(bucket.join("wake/entries"))
+    .unwrap()
+    .flatten()
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .collect();
+  assert!(
+    hints.len() == 1 && hints[0].starts_with("Obj:"),
+    "{hints:?}"
+  );
+  assert_eq!(owner_of_obj(&bucket).as_deref(), Some("a"));
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  // Nobody calls: b takes the cell only because its waker found the alarm
+  // due and a's lease expired.
+  let end = Instant::now() + Duration::from_secs(20);
+  while owner_of_obj(&bucket).as_deref() != Some("b") {
+    assert!(Instant::now() < end, "b never woke the cell:\n{}", b.log());
+    std::thread::sleep(Duration::from_millis(100));
+  }
+  assert_eq!(
+    wait_count_text(&b, "1", Duration::from_secs(10)),
+    "1",
+    "{}",
+    b.log()
+  );
+  let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+/// What `GET /?name=x` answers once it answers `want` (or the last answer).
+fn wait_count_text(ch: &Cellhost, want: &str, within: Duration) -> String {
+  let end = Instant::now() + within;
+  loop {
+    let got = request(ch.addr, "GET", "/?name=x", &[], b"")
+      .ok()
+      .filter(|r| r.status == 200)
+      .map(|r| r.text())
+      .unwrap_or_default();
+    if got == want || Instant::now() > end {
+      return got;
+    }
+    std::thread::sleep(Duration::from_millis(100));
+  }
 }

@@ -63,6 +63,10 @@ struct RunArgs {
   /// node stops acknowledging a fifth of it before it expires.
   #[arg(long, default_value_t = 10_000)]
   lease_ttl_ms: u64,
+  /// How often the node holding the waker role reads the wake index, to
+  /// wake due alarms of cells whose owner stopped.
+  #[arg(long, default_value_t = 30_000)]
+  wake_poll_ms: u64,
 }
 
 #[derive(clap::Args)]
@@ -143,8 +147,14 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         ttl_ms: args.lease_ttl_ms,
         margin_ms: args.lease_ttl_ms / 5,
       };
-      let fleet = cellhost_fleet::Fleet::start(bucket, node, &args.listen.to_string(), cfg)
-        .map_err(anyhow::Error::msg)?;
+      let fleet = cellhost_fleet::Fleet::start(
+        bucket,
+        node,
+        &args.listen.to_string(),
+        cfg,
+        args.wake_poll_ms,
+      )
+      .map_err(anyhow::Error::msg)?;
       Some(fleet)
     }
     _ => None,

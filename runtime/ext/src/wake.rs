@@ -3,13 +3,18 @@
 //! alarm is due it sends an alarm job to the isolate that hosts the object
 //! (constructing it again if it was evicted); the job checks the cell's
 //! stored alarm before anything runs.
+//!
+//! On a bucket the schedule also keeps the fleet's wake index: a hint
+//! published before the commit that moves an alarm earlier, dropped when a
+//! wake finds no alarm, and a waker thread that wakes the cells the waker
+//! role finds due with nobody live holding them (taking them here).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use cellhost_fleet::now_ms;
+use cellhost_fleet::{Fleet, Hint, now_ms};
 
 use cellhost_storage::{WakeDb, WakeEntry};
 
@@ -33,6 +38,7 @@ struct Inner {
   cv: Condvar,
   db: Mutex<WakeDb>,
   router: Router,
+  fleet: Option<Arc<Fleet>>,
 }
 
 #[derive(Default)]
@@ -46,7 +52,7 @@ struct State {
 impl Wake {
   /// Opens the index under `data_dir`, schedules what it holds and starts
   /// the timer thread.
-  pub fn start(data_dir: &Path, router: Router) -> Result<Wake, String> {
+  pub fn start(data_dir: &Path, router: Router, fleet: Option<Arc<Fleet>>) -> Result<Wake, String> {
     let db = WakeDb::open(&data_dir.join("wake.sqlite")).map_err(|e| format!("wake index: {e}"))?;
     let mut state = State::default();
     for e in db.load().map_err(|e| format!("wake index: {e}"))? {
@@ -67,6 +73,7 @@ impl Wake {
         cv: Condvar::new(),
         db: Mutex::new(db),
         router,
+        fleet,
       }),
     };
     let inner = wake.inner.clone();
@@ -74,12 +81,20 @@ impl Wake {
       .name("cellhost-wake".into())
       .spawn(move || inner.run())
       .map_err(|e| e.to_string())?;
+    if wake.inner.fleet.is_some() {
+      let inner = wake.inner.clone();
+      std::thread::Builder::new()
+        .name("cellhost-waker".into())
+        .spawn(move || inner.waker())
+        .map_err(|e| e.to_string())?;
+    }
     Ok(wake)
   }
 
   /// The cell's alarm is (now) due at `at_ms`. A time earlier than the
-  /// index holds is written to the index, durably, before the commit that
-  /// stores the alarm, so the index is never later than the cell.
+  /// index holds is written to the index, durably (and on a bucket to the
+  /// fleet's index too), before the commit that stores the alarm, so the
+  /// index is never later than the cell.
   pub fn schedule(
     &self,
     ns: u32,
@@ -90,6 +105,13 @@ impl Wake {
     let key = (ns, id.to_string());
     let mut st = self.inner.state.lock().unwrap();
     if st.indexed.get(&key).is_none_or(|&t| at_ms < t) {
+      if let Some(fleet) = &self.inner.fleet {
+        let hint = Hint {
+          at_ms,
+          name: name.clone(),
+        };
+        fleet.publish_hint(&self.inner.scope(ns, id), hint)?;
+      }
       let unique_key = self.inner.router.namespaces[ns as usize].unique_key.clone();
       let entry = WakeEntry {
         unique_key,
@@ -125,6 +147,9 @@ impl Wake {
   /// A wake found the cell without an alarm: drop its hint too.
   pub fn forget(&self, ns: u32, id: &str) {
     let key = (ns, id.to_string());
+    if let Some(fleet) = &self.inner.fleet {
+      fleet.drop_hint(&self.inner.scope(ns, id));
+    }
     let mut st = self.inner.state.lock().unwrap();
     st.unset(&key);
     if st.indexed.remove(&key).is_some() {
@@ -151,6 +176,55 @@ impl State {
 }
 
 impl Inner {
+  /// The cell's name on the bucket (`Class:id`).
+  fn scope(&self, ns: u32, id: &str) -> String {
+    format!("{}:{id}", self.router.namespaces[ns as usize].class_name)
+  }
+
+  /// The waker: every poll interval, a pass of the waker role; each cell
+  /// it returns gets an alarm job here, which takes the cell and lets its
+  /// stored alarm decide.
+  fn waker(&self) {
+    let Some(fleet) = &self.fleet else { return };
+    loop {
+      match fleet.waker_pass() {
+        Ok(due) => {
+          for (scope, hint) in due {
+            self.wake_taken_over(&scope, hint.name);
+          }
+        }
+        Err(e) => tracing::warn!("waker: {e}"),
+      }
+      std::thread::sleep(Duration::from_millis(fleet.wake_poll_ms()));
+    }
+  }
+
+  fn wake_taken_over(&self, scope: &str, name: Option<String>) {
+    // A key another writer put in the bucket must not reach placement.
+    let Some((class, id)) = scope
+      .split_once(':')
+      .filter(|(_, id)| id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+    else {
+      tracing::warn!("waker: {scope:?} names no Durable Object");
+      return;
+    };
+    let Some(ns) = self
+      .router
+      .namespaces
+      .iter()
+      .position(|n| n.class_name == class)
+    else {
+      return; // a class this Worker does not bind: another deployment's
+    };
+    tracing::info!("waker: {scope} has a due alarm and no live owner; taking it");
+    let target = ActorTarget {
+      ns: ns as u32,
+      id: id.to_string(),
+      name,
+    };
+    let _ = self.router.isolates[self.router.place(id)].send(Job::Alarm(AlarmJob { target }));
+  }
+
   fn run(&self) {
     let mut st = self.state.lock().unwrap();
     loop {

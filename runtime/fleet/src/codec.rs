@@ -3,6 +3,7 @@
 use cellhost_bucket::{Version, WriteOutcome};
 use cellhost_logic::lease::NodeLease;
 use cellhost_logic::own::OwnRecord;
+use cellhost_logic::wake::{Hint, WakerRecord};
 use cellhost_logic::{StoreError, Token, WriteAnswer};
 
 /// A version as an opaque token (and back): the e-tag and the generation.
@@ -76,6 +77,34 @@ pub fn parse_lease(b: &[u8]) -> Result<NodeLease, StoreError> {
   })
 }
 
+pub fn hint_json(h: &Hint) -> String {
+  serde_json::json!({ "at_ms": h.at_ms, "name": h.name }).to_string()
+}
+
+pub fn parse_hint(b: &[u8]) -> Result<Hint, StoreError> {
+  let v: serde_json::Value = serde_json::from_slice(b).map_err(store_err)?;
+  Ok(Hint {
+    at_ms: v["at_ms"]
+      .as_u64()
+      .ok_or_else(|| store_err("wake entry: no at_ms"))?,
+    name: v["name"].as_str().map(str::to_string),
+  })
+}
+
+pub fn waker_json(r: &WakerRecord) -> String {
+  serde_json::json!({ "node": r.node, "expires_ms": r.expires_ms }).to_string()
+}
+
+pub fn parse_waker(b: &[u8]) -> Result<WakerRecord, StoreError> {
+  let v: serde_json::Value = serde_json::from_slice(b).map_err(store_err)?;
+  Ok(WakerRecord {
+    node: v["node"].as_str().unwrap_or_default().to_string(),
+    expires_ms: v["expires_ms"]
+      .as_u64()
+      .ok_or_else(|| store_err("waker.json: no expires_ms"))?,
+  })
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -96,5 +125,14 @@ mod tests {
       load: 2,
     };
     assert_eq!(parse_lease(lease_json(&l).as_bytes()).unwrap(), l);
+    for name in [None, Some("room \"1\"".to_string())] {
+      let h = Hint { at_ms: 9, name };
+      assert_eq!(parse_hint(hint_json(&h).as_bytes()).unwrap(), h);
+    }
+    let w = WakerRecord {
+      node: "n1".into(),
+      expires_ms: 7,
+    };
+    assert_eq!(parse_waker(waker_json(&w).as_bytes()).unwrap(), w);
   }
 }

@@ -11,11 +11,15 @@
 //!   live) may the round be acknowledged;
 //! * the node lease, renewed every ttl/3; a node that cannot renew fences
 //!   itself (`SELF-FENCE:` and exit code 3);
+//! * the wake index: [`Fleet::publish_hint`] before a commit that moves a
+//!   cell's alarm earlier, and [`Fleet::waker_pass`], the role that wakes
+//!   cells nobody live holds;
 //! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
 
 mod codec;
 mod lease;
 mod own;
+mod wake;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,6 +29,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use cellhost_bucket::{Bucket, BucketOptions};
 use cellhost_logic::Token;
 pub use cellhost_logic::lease::LeaseConfig;
+pub use cellhost_logic::wake::Hint;
 
 /// A cell this node took.
 pub struct Activation {
@@ -49,6 +54,8 @@ pub struct Fleet {
   lease: Arc<lease::LeaseState>,
   /// Cells whose record names this node, with the record's version.
   owned: Mutex<HashMap<String, (u64, Token)>>,
+  /// How often the waker reads the wake index.
+  wake_poll_ms: u64,
 }
 
 pub fn now_ms() -> u64 {
@@ -71,7 +78,11 @@ impl Fleet {
     node: &str,
     address: &str,
     cfg: LeaseConfig,
+    wake_poll_ms: u64,
   ) -> Result<Arc<Fleet>, String> {
+    if wake_poll_ms == 0 {
+      return Err("the wake poll interval must be above 0 ms".into());
+    }
     cfg.check()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
       .worker_threads(2)
@@ -103,6 +114,7 @@ impl Fleet {
       rt,
       lease,
       owned: Mutex::new(HashMap::new()),
+      wake_poll_ms,
     }))
   }
 
@@ -175,6 +187,44 @@ impl Fleet {
   /// `publish` for a thread that may block (a durability round).
   pub fn publish_blocking(&self, uploads: Vec<Upload>) -> Result<(), Vec<(String, String)>> {
     futures::executor::block_on(self.publish(uploads))
+  }
+
+  pub fn wake_poll_ms(&self) -> u64 {
+    self.wake_poll_ms
+  }
+
+  /// Publishes the wake hint of `scope` and waits for it: the commit that
+  /// stores an earlier alarm follows it, so the index is never later than
+  /// the cell.
+  pub fn publish_hint(&self, scope: &str, hint: Hint) -> Result<(), String> {
+    let (bucket, s) = (self.bucket.clone(), scope.to_string());
+    futures::executor::block_on(self.spawn(async move { wake::publish(&bucket, &s, &hint).await }))
+  }
+
+  /// Drops the hint of a cell held here that has no alarm (in the
+  /// background: a hint left behind only costs a wake that runs nothing).
+  pub fn drop_hint(&self, scope: &str) {
+    if !self.can_ack() || !self.owned.lock().unwrap().contains_key(scope) {
+      return;
+    }
+    let (bucket, s) = (self.bucket.clone(), scope.to_string());
+    self.rt.spawn(async move { wake::drop(&bucket, &s).await });
+  }
+
+  /// One waker pass (blocking): the cells to wake, with their hints. Empty
+  /// unless this node holds the waker role, which it takes or renews here.
+  pub fn waker_pass(&self) -> Result<Vec<(String, Hint)>, String> {
+    if !self.can_ack() {
+      return Ok(Vec::new());
+    }
+    let held: std::collections::HashSet<String> =
+      self.owned.lock().unwrap().keys().cloned().collect();
+    let (bucket, node) = (self.bucket.clone(), self.node.clone());
+    // Held for three passes: one missed pass does not hand the role over.
+    let hold_ms = self.wake_poll_ms.saturating_mul(3);
+    futures::executor::block_on(
+      self.spawn(async move { wake::pass(&bucket, &node, &held, hold_ms).await }),
+    )
   }
 
   /// Clean shutdown: nothing more is acknowledged; every owned cell is

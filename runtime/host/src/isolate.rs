@@ -58,7 +58,10 @@ impl IsolatePool {
     let wake = if router.namespaces.is_empty() {
       None
     } else {
-      Some(Wake::start(&spec.data_dir, router.clone()).map_err(anyhow::Error::msg)?)
+      Some(
+        Wake::start(&spec.data_dir, router.clone(), spec.fleet.clone())
+          .map_err(anyhow::Error::msg)?,
+      )
     };
     let pool = IsolatePool { inboxes };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();

@@ -13,6 +13,8 @@
 //!   then acknowledge only while the lease deadline has not passed.
 //! * [`restore`]: "the bucket wins": which LTX chain a new owner restores.
 //! * [`alarm`]: the alarm retry schedule.
+//! * [`wake`]: the fleet's wake index (hints under `wake/entries/`) and the
+//!   waker role: which node wakes which cell nobody live holds.
 //! * [`sim`]: a seeded deterministic simulator with checkers that drives the
 //!   decisions above through crashes, pauses, clock drift and store races.
 //!
@@ -27,6 +29,7 @@ pub mod lease;
 pub mod own;
 pub mod restore;
 pub mod sim;
+pub mod wake;
 
 use std::fmt;
 

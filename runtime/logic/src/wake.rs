@@ -1,0 +1,202 @@
+//! The fleet's wake index and the waker role.
+//!
+//! A cell's alarm lives in the cell; on a bucket the owner also publishes a
+//! hint, `wake/entries/<scope>.json`, no later than the stored alarm, before
+//! the commit that stores it. Each node fires the alarms of the cells it
+//! holds. One node at a time, the one holding the advisory role record
+//! `wake/waker.json`, reads the hints and wakes a cell whose hint is due and
+//! that no live node holds: a released cell, or one whose owner's lease
+//! expired. Waking takes the cell, and the stored alarm decides whether
+//! anything runs: a hint never runs a handler on its own.
+
+use crate::Token;
+use crate::lease::NodeLease;
+use crate::own::OwnRecord;
+
+pub const WAKER_KEY: &str = "wake/waker.json";
+pub const ENTRIES_PREFIX: &str = "wake/entries/";
+
+/// The hint of the cell `scope` (`Class:id`).
+pub fn entry_key(scope: &str) -> String {
+  format!("{ENTRIES_PREFIX}{scope}.json")
+}
+
+/// The scope a hint's key names, if it is one.
+pub fn entry_scope(key: &str) -> Option<&str> {
+  key.strip_prefix(ENTRIES_PREFIX)?.strip_suffix(".json")
+}
+
+/// The content of a hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hint {
+  pub at_ms: u64,
+  /// The object's `idFromName` name, if it has one (`ctx.id.name` when
+  /// the alarm wakes it).
+  pub name: Option<String>,
+}
+
+/// The content of `wake/waker.json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WakerRecord {
+  pub node: String,
+  pub expires_ms: u64,
+}
+
+/// What a node does with the waker role before a pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RoleStep {
+  /// Nobody ever held it: create the record (if absent).
+  Create(WakerRecord),
+  /// Ours, or expired: replace it over this version.
+  Cas(WakerRecord, Token),
+  /// Another node holds it: no pass this time.
+  Leave { holder: String },
+}
+
+/// The role step for `me` at `now_ms`, holding it `hold_ms` when taken.
+/// A holder that stops renewing loses the role once its record expires.
+pub fn role_step(
+  current: Option<(&WakerRecord, &Token)>,
+  me: &str,
+  now_ms: u64,
+  hold_ms: u64,
+) -> RoleStep {
+  let record = WakerRecord {
+    node: me.to_string(),
+    expires_ms: now_ms + hold_ms,
+  };
+  match current {
+    None => RoleStep::Create(record),
+    Some((r, token)) if r.node == me || r.expires_ms <= now_ms => {
+      RoleStep::Cas(record, token.clone())
+    }
+    Some((r, _)) => RoleStep::Leave {
+      holder: r.node.clone(),
+    },
+  }
+}
+
+/// Whether the waker needs to know the owner's lease to decide.
+pub fn needs_lease(own: Option<&OwnRecord>, me: &str) -> Option<String> {
+  match own {
+    Some(r) if !r.node.is_empty() && r.node != me => Some(r.node.clone()),
+    _ => None,
+  }
+}
+
+/// Whether the waker `me` wakes the cell of a hint due at `hint_ms`.
+///
+/// * not due yet: no;
+/// * no record, or released: yes;
+/// * held by this process (`held_here`): no, its own schedule fires it;
+/// * recorded for `me` but not held by this process (an earlier run of this
+///   node, whose schedule may be gone with its data directory): yes;
+/// * another node: only once its lease has expired (`lease` read after
+///   `now_ms` was taken, `None` when the lease record is gone).
+pub fn should_wake(
+  hint_ms: u64,
+  now_ms: u64,
+  own: Option<&OwnRecord>,
+  me: &str,
+  held_here: bool,
+  lease: Option<&NodeLease>,
+) -> bool {
+  if hint_ms > now_ms {
+    return false;
+  }
+  match own {
+    None => true,
+    Some(r) if r.node.is_empty() => true,
+    Some(r) if r.node == me => !held_here,
+    Some(_) => lease.is_none_or(|l| l.expires_ms <= now_ms),
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn entry_keys_round_trip() {
+    let k = entry_key("Counter:ab12");
+    assert_eq!(k, "wake/entries/Counter:ab12.json");
+    assert_eq!(entry_scope(&k), Some("Counter:ab12"));
+    assert_eq!(entry_scope("wake/waker.json"), None);
+    assert_eq!(entry_scope("wake/entries/x.txt"), None);
+  }
+
+  #[test]
+  fn the_role_is_taken_renewed_and_left() {
+    let t = Token::new("v1");
+    let mine = WakerRecord {
+      node: "a".into(),
+      expires_ms: 500,
+    };
+    let want = WakerRecord {
+      node: "a".into(),
+      expires_ms: 1_100,
+    };
+    assert_eq!(
+      role_step(None, "a", 100, 1_000),
+      RoleStep::Create(want.clone())
+    );
+    // Renewed while ours, even late.
+    assert_eq!(
+      role_step(Some((&mine, &t)), "a", 100, 1_000),
+      RoleStep::Cas(want, t.clone())
+    );
+    // Another node's live role is left alone until it expires.
+    assert_eq!(
+      role_step(Some((&mine, &t)), "b", 499, 1_000),
+      RoleStep::Leave { holder: "a".into() }
+    );
+    assert_eq!(
+      role_step(Some((&mine, &t)), "b", 500, 1_000),
+      RoleStep::Cas(
+        WakerRecord {
+          node: "b".into(),
+          expires_ms: 1_500
+        },
+        t
+      )
+    );
+  }
+
+  #[test]
+  fn a_cell_is_woken_only_when_due_and_nobody_live_holds_it() {
+    let other = OwnRecord::owned("b", 3);
+    let live = NodeLease::for_test("b", 2_000);
+    let dead = NodeLease::for_test("b", 1_000);
+    let released = OwnRecord::owned("", 3);
+    let mine = OwnRecord::owned("a", 2);
+    // Not due.
+    assert!(!should_wake(1_001, 1_000, None, "a", false, None));
+    // Due, nobody holds it.
+    assert!(should_wake(1_000, 1_000, None, "a", false, None));
+    assert!(should_wake(900, 1_000, Some(&released), "a", false, None));
+    // Held by a live node, then by one whose lease expired or is gone.
+    assert!(!should_wake(
+      900,
+      1_000,
+      Some(&other),
+      "a",
+      false,
+      Some(&live)
+    ));
+    assert!(should_wake(
+      900,
+      1_000,
+      Some(&other),
+      "a",
+      false,
+      Some(&dead)
+    ));
+    assert!(should_wake(900, 1_000, Some(&other), "a", false, None));
+    // Ours: only if this process does not hold it.
+    assert!(!should_wake(900, 1_000, Some(&mine), "a", true, None));
+    assert!(should_wake(900, 1_000, Some(&mine), "a", false, None));
+    assert_eq!(needs_lease(Some(&other), "a"), Some("b".into()));
+    assert_eq!(needs_lease(Some(&mine), "a"), None);
+    assert_eq!(needs_lease(Some(&released), "a"), None);
+  }
+}
