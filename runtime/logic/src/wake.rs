@@ -11,7 +11,7 @@
 
 use crate::Token;
 use crate::lease::NodeLease;
-use crate::own::OwnRecord;
+use crate::own::{OwnRecord, owner_lease_expired};
 
 pub const WAKER_KEY: &str = "wake/waker.json";
 pub const ENTRIES_PREFIX: &str = "wake/entries/";
@@ -91,8 +91,8 @@ pub fn needs_lease(own: Option<&OwnRecord>, me: &str) -> Option<String> {
 /// * held by this process (`held_here`): no, its own schedule fires it;
 /// * recorded for `me` but not held by this process (an earlier run of this
 ///   node, whose schedule may be gone with its data directory): yes;
-/// * another node: only once its lease has expired (`lease` read after
-///   `now_ms` was taken, `None` when the lease record is gone).
+/// * another node: only once its lease has expired, judged as a takeover
+///   is ([`owner_lease_expired`]: `now_ms` read before the lease was).
 pub fn should_wake(
   hint_ms: u64,
   now_ms: u64,
@@ -108,7 +108,7 @@ pub fn should_wake(
     None => true,
     Some(r) if r.node.is_empty() => true,
     Some(r) if r.node == me => !held_here,
-    Some(_) => lease.is_none_or(|l| l.expires_ms <= now_ms),
+    Some(_) => owner_lease_expired(lease, now_ms),
   }
 }
 
