@@ -65,7 +65,7 @@ struct RunArgs {
   lease_ttl_ms: u64,
   /// How often the node holding the waker role reads the wake index, to
   /// wake due alarms of cells whose owner stopped.
-  #[arg(long, default_value_t = 30_000)]
+  #[arg(long, default_value_t = 30_000, requires = "bucket")]
   wake_poll_ms: u64,
 }
 
