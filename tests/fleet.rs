@@ -2,8 +2,9 @@
 //! takeover after SIGKILL (with the owner's data directory wiped) that keeps
 //! every acknowledged write, a stopped owner that fences itself when it
 //! resumes, a clean shutdown that hands cells over at once, a stored alarm
-//! that moves with its cell, the waker that fires an alarm whose owner died
-//! while nobody calls, and the S3 path against moto.
+//! that moves with its cell, alarms fired from the bucket's wake index
+//! while nobody calls (by the waker after the owner died, by the owner
+//! restarted without its data), and the S3 path against moto.
 
 mod support;
 // The moto server the bucket crate's S3 tests start.
@@ -397,8 +398,9 @@ fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
   let _ = std::fs::remove_dir_all(&f.dir);
 }
 
-/// The ownership record of the only `Obj` cell in a local bucket.
-fn owner_of_obj(bucket: &std::path::Path) -> Option<String> {
+/// The ownership record (node, epoch) of the only `Obj` cell in a local
+/// bucket.
+fn owner_of_obj(bucket: &std::path::Path) -> Option<(String, u64)> {
   let cells = std::fs::read_dir(bucket.join("cells")).ok()?;
   for e in cells.flatten() {
     if e.file_name().to_string_lossy().starts_with("Obj:") {
@@ -406,7 +408,7 @@ fn owner_of_obj(bucket: &std::path::Path) -> Option<String> {
       // The local bucket's file: a version header, then the JSON.
       let json = &b[b.iter().position(|&c| c == b'{')?..];
       let v: serde_json::Value = serde_json::from_slice(json).ok()?;
-      return v["node"].as_str().map(str::to_string);
+      return Some((v["node"].as_str()?.to_string(), v["epoch"].as_u64()?));
     }
   }
   None
@@ -432,13 +434,13 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
     hints.len() == 1 && hints[0].starts_with("Obj:"),
     "{hints:?}"
   );
-  assert_eq!(owner_of_obj(&bucket).as_deref(), Some("a"));
+  assert_eq!(owner_of_obj(&bucket).map(|o| o.0).as_deref(), Some("a"));
   a.child.kill().unwrap();
   a.child.wait().unwrap();
   // Nobody calls: b takes the cell only because its waker found the alarm
   // due and a's lease expired.
   let end = Instant::now() + Duration::from_secs(20);
-  while owner_of_obj(&bucket).as_deref() != Some("b") {
+  while owner_of_obj(&bucket).map(|o| o.0).as_deref() != Some("b") {
     assert!(Instant::now() < end, "b never woke the cell:\n{}", b.log());
     std::thread::sleep(Duration::from_millis(100));
   }
@@ -447,6 +449,43 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
     "1",
     "{}",
     b.log()
+  );
+  let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+#[test]
+fn a_node_restarted_without_its_data_fires_its_cells_alarms() {
+  let mut f = Fleet::local("rewake");
+  f.worker = project("fleet-rewake", ALARM_WORKER, OBJ_BINDING);
+  f.extra = vec!["--wake-poll-ms".into(), "300".into()];
+  let bucket = f.dir.join("bucket");
+  // b starts first and holds the waker role throughout; a's lease is live
+  // again once it restarts, so only a itself can find its cell.
+  let _b = f.start("b");
+  let mut a = f.start("a");
+  let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
+  assert_eq!(r.text(), "armed", "{}", a.log());
+  let (_, epoch) = owner_of_obj(&bucket).unwrap();
+  // Its local schedule goes with its data directory; the bucket's hint is
+  // all that is left of the alarm.
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  std::fs::remove_dir_all(f.data("a")).unwrap();
+  let a = f.start("a");
+  let end = Instant::now() + Duration::from_secs(20);
+  while owner_of_obj(&bucket).is_none_or(|(n, e)| n != "a" || e == epoch) {
+    assert!(
+      Instant::now() < end,
+      "a never took its cell back:\n{}",
+      a.log()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+  }
+  assert_eq!(
+    wait_count_text(&a, "1", Duration::from_secs(10)),
+    "1",
+    "{}",
+    a.log()
   );
   let _ = std::fs::remove_dir_all(&f.dir);
 }

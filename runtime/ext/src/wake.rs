@@ -6,8 +6,9 @@
 //!
 //! On a bucket the schedule also keeps the fleet's wake index: a hint
 //! published before the commit that moves an alarm earlier, dropped when a
-//! wake finds no alarm, and a waker thread that wakes the cells the waker
-//! role finds due with nobody live holding them (taking them here).
+//! wake finds no alarm, and a waker thread that reads the index every poll
+//! interval and wakes the due cells recorded for this node and, holding the
+//! waker role, those nobody live holds (taking them here).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -181,16 +182,16 @@ impl Inner {
     format!("{}:{id}", self.router.namespaces[ns as usize].class_name)
   }
 
-  /// The waker: every poll interval, a pass of the waker role; each cell
-  /// it returns gets an alarm job here, which takes the cell and lets its
-  /// stored alarm decide.
+  /// The waker: a pass over the wake index at start and every poll
+  /// interval; each cell it returns gets an alarm job here, which takes the
+  /// cell if needed and lets its stored alarm decide.
   fn waker(&self) {
     let Some(fleet) = &self.fleet else { return };
     loop {
-      match fleet.waker_pass() {
+      match fleet.wake_pass() {
         Ok(due) => {
           for (scope, hint) in due {
-            self.wake_taken_over(&scope, hint.name);
+            self.wake_from_index(&scope, hint.name);
           }
         }
         Err(e) => tracing::warn!("waker: {e}"),
@@ -199,7 +200,7 @@ impl Inner {
     }
   }
 
-  fn wake_taken_over(&self, scope: &str, name: Option<String>) {
+  fn wake_from_index(&self, scope: &str, name: Option<String>) {
     // A key another writer put in the bucket must not reach placement.
     let Some((class, id)) = scope
       .split_once(':')
@@ -216,7 +217,7 @@ impl Inner {
     else {
       return; // a class this Worker does not bind: another deployment's
     };
-    tracing::info!("waker: {scope} has a due alarm and no live owner; taking it");
+    tracing::debug!("waker: {scope} has a due wake entry");
     let target = ActorTarget {
       ns: ns as u32,
       id: id.to_string(),

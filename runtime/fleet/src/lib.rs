@@ -12,8 +12,8 @@
 //! * the node lease, renewed every ttl/3; a node that cannot renew fences
 //!   itself (`SELF-FENCE:` and exit code 3);
 //! * the wake index: [`Fleet::publish_hint`] before a commit that moves a
-//!   cell's alarm earlier, and [`Fleet::waker_pass`], the role that wakes
-//!   cells nobody live holds;
+//!   cell's alarm earlier, and [`Fleet::wake_pass`], which finds this
+//!   node's due cells and, with the waker role, those nobody live holds;
 //! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
 
 mod codec;
@@ -211,19 +211,17 @@ impl Fleet {
     self.rt.spawn(async move { wake::drop(&bucket, &s).await });
   }
 
-  /// One waker pass (blocking): the cells to wake, with their hints. Empty
-  /// unless this node holds the waker role, which it takes or renews here.
-  pub fn waker_pass(&self) -> Result<Vec<(String, Hint)>, String> {
+  /// One pass over the wake index (blocking): the cells to wake, with
+  /// their hints; the waker role is taken or renewed here when free.
+  pub fn wake_pass(&self) -> Result<Vec<(String, Hint)>, String> {
     if !self.can_ack() {
       return Ok(Vec::new());
     }
-    let held: std::collections::HashSet<String> =
-      self.owned.lock().unwrap().keys().cloned().collect();
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     // Held for three passes: one missed pass does not hand the role over.
     let hold_ms = self.wake_poll_ms.saturating_mul(3);
     futures::executor::block_on(
-      self.spawn(async move { wake::pass(&bucket, &node, &held, hold_ms).await }),
+      self.spawn(async move { wake::pass(&bucket, &node, hold_ms).await }),
     )
   }
 

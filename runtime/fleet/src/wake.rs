@@ -1,7 +1,6 @@
 //! The fleet's wake index against the bucket: publishing a cell's hint,
-//! dropping it, and the waker's pass (`cellhost_logic::wake` decides).
-
-use std::collections::HashSet;
+//! dropping it, and each node's pass over the hints, with the waker role
+//! (`cellhost_logic::wake` decides).
 
 use cellhost_bucket::Bucket;
 use cellhost_logic::WriteAnswer;
@@ -28,29 +27,25 @@ pub async fn drop(bucket: &Bucket, scope: &str) {
   }
 }
 
-/// One pass of the waker `me`: takes or renews the role (for `hold_ms`),
-/// then returns the hints of cells it should wake. Empty when another node
-/// holds the role.
-pub async fn pass(
-  bucket: &Bucket,
-  me: &str,
-  held: &HashSet<String>,
-  hold_ms: u64,
-) -> Result<Vec<(String, Hint)>, String> {
+/// One pass of node `me`: takes or renews the waker role (for `hold_ms`)
+/// if it can, then returns the due hints of cells it should wake.
+pub async fn pass(bucket: &Bucket, me: &str, hold_ms: u64) -> Result<Vec<(String, Hint)>, String> {
   let current = match bucket.get(WAKER_KEY).await.map_err(|e| e.to_string())? {
     None => None,
     Some((b, v)) => Some((parse_waker(&b).map_err(|e| e.to_string())?, token(&v))),
   };
   let step = role_step(current.as_ref().map(|(r, t)| (r, t)), me, now_ms(), hold_ms);
   let written = match step {
-    RoleStep::Create(r) => bucket.create(WAKER_KEY, waker_json(&r)).await,
-    RoleStep::Cas(r, t) => bucket.cas(WAKER_KEY, waker_json(&r), &version(&t)).await,
-    RoleStep::Leave { .. } => return Ok(Vec::new()),
+    RoleStep::Create(r) => Some(bucket.create(WAKER_KEY, waker_json(&r)).await),
+    RoleStep::Cas(r, t) => Some(bucket.cas(WAKER_KEY, waker_json(&r), &version(&t)).await),
+    RoleStep::Leave { .. } => None,
   };
-  // Lost a race for the role, or unknown: the next pass reads it again.
-  if !matches!(answer(written)?, WriteAnswer::Applied(_)) {
-    return Ok(Vec::new());
-  }
+  // A race for the role lost, or an unknown outcome: not the waker this
+  // time; the next pass reads the role again.
+  let is_waker = match written {
+    Some(w) => matches!(answer(w)?, WriteAnswer::Applied(_)),
+    None => false,
+  };
   let mut due = Vec::new();
   for o in bucket
     .list(ENTRIES_PREFIX)
@@ -60,7 +55,7 @@ pub async fn pass(
     let Some(scope) = entry_scope(&o.key) else {
       continue;
     };
-    match judge(bucket, me, scope, &o.key, held.contains(scope)).await {
+    match judge(bucket, me, scope, &o.key, is_waker).await {
       Ok(Some(hint)) => due.push((scope.to_string(), hint)),
       Ok(None) => {}
       Err(e) => tracing::warn!("waker: {scope}: {e}"),
@@ -74,7 +69,7 @@ async fn judge(
   me: &str,
   scope: &str,
   key: &str,
-  held_here: bool,
+  is_waker: bool,
 ) -> Result<Option<Hint>, String> {
   let Some((b, _)) = bucket.get(key).await.map_err(|e| e.to_string())? else {
     return Ok(None);
@@ -90,13 +85,13 @@ async fn judge(
     .await
     .map_err(|e| e.to_string())?
     .map(|(r, _)| r);
-  let lease = match needs_lease(own.as_ref(), me) {
+  let lease = match needs_lease(own.as_ref(), me, is_waker) {
     Some(node) => read_lease(bucket, &node)
       .await
       .map_err(|e| e.to_string())?
       .map(|(l, _)| l),
     None => None,
   };
-  let wake = should_wake(hint.at_ms, now, own.as_ref(), me, held_here, lease.as_ref());
+  let wake = should_wake(hint.at_ms, now, own.as_ref(), me, is_waker, lease.as_ref());
   Ok(wake.then_some(hint))
 }

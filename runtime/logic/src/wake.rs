@@ -2,12 +2,14 @@
 //!
 //! A cell's alarm lives in the cell; on a bucket the owner also publishes a
 //! hint, `wake/entries/<scope>.json`, no later than the stored alarm, before
-//! the commit that stores it. Each node fires the alarms of the cells it
-//! holds. One node at a time, the one holding the advisory role record
-//! `wake/waker.json`, reads the hints and wakes a cell whose hint is due and
-//! that no live node holds: a released cell, or one whose owner's lease
-//! expired. Waking takes the cell, and the stored alarm decides whether
-//! anything runs: a hint never runs a handler on its own.
+//! the commit that stores it. Every node reads the hints at start and every
+//! poll interval, and wakes the due ones of cells recorded for it (a node
+//! restarted without its data directory has no other way to learn of
+//! them). One node at a time, the one holding the advisory role record
+//! `wake/waker.json`, also wakes a cell whose hint is due and that no live
+//! node holds: a released cell, or one whose owner's lease expired. Waking
+//! takes the cell, and the stored alarm decides whether anything runs: a
+//! hint never runs a handler on its own.
 
 use crate::Token;
 use crate::lease::NodeLease;
@@ -76,39 +78,43 @@ pub fn role_step(
   }
 }
 
-/// Whether the waker needs to know the owner's lease to decide.
-pub fn needs_lease(own: Option<&OwnRecord>, me: &str) -> Option<String> {
-  match own {
-    Some(r) if !r.node.is_empty() && r.node != me => Some(r.node.clone()),
-    _ => None,
-  }
-}
-
-/// Whether the waker `me` wakes the cell of a hint due at `hint_ms`.
+/// Whether node `me` wakes the cell of a hint due at `hint_ms`. Every
+/// node reads the hints; the waker (`is_waker`) also wakes other nodes'.
 ///
 /// * not due yet: no;
-/// * no record, or released: yes;
-/// * held by this process (`held_here`): no, its own schedule fires it;
-/// * recorded for `me` but not held by this process (an earlier run of this
-///   node, whose schedule may be gone with its data directory): yes;
-/// * another node: only once its lease has expired, judged as a takeover
-///   is ([`owner_lease_expired`]: `now_ms` read before the lease was).
+/// * recorded for `me`: yes. Held by this process, the wake only has the
+///   stored alarm checked (a hint the alarm no longer needs is dropped);
+///   not held (an earlier run of this node, whose schedule may be gone with
+///   its data directory), it takes the cell back;
+/// * no record, or released: only the waker;
+/// * another node: only the waker, and only once that node's lease has
+///   expired, judged as a takeover is ([`owner_lease_expired`]: `now_ms`
+///   read before the lease was).
 pub fn should_wake(
   hint_ms: u64,
   now_ms: u64,
   own: Option<&OwnRecord>,
   me: &str,
-  held_here: bool,
+  is_waker: bool,
   lease: Option<&NodeLease>,
 ) -> bool {
   if hint_ms > now_ms {
     return false;
   }
   match own {
-    None => true,
-    Some(r) if r.node.is_empty() => true,
-    Some(r) if r.node == me => !held_here,
-    Some(_) => owner_lease_expired(lease, now_ms),
+    Some(r) if r.node == me => true,
+    None => is_waker,
+    Some(r) if r.node.is_empty() => is_waker,
+    Some(_) => is_waker && owner_lease_expired(lease, now_ms),
+  }
+}
+
+/// Whether the decision needs the owner's lease (another node's cell, seen
+/// by the waker).
+pub fn needs_lease(own: Option<&OwnRecord>, me: &str, is_waker: bool) -> Option<String> {
+  match own {
+    Some(r) if is_waker && !r.node.is_empty() && r.node != me => Some(r.node.clone()),
+    _ => None,
   }
 }
 
@@ -163,24 +169,26 @@ mod tests {
   }
 
   #[test]
-  fn a_cell_is_woken_only_when_due_and_nobody_live_holds_it() {
+  fn a_cell_is_woken_when_due_by_its_node_or_by_the_waker() {
     let other = OwnRecord::owned("b", 3);
     let live = NodeLease::for_test("b", 2_000);
     let dead = NodeLease::for_test("b", 1_000);
     let released = OwnRecord::owned("", 3);
     let mine = OwnRecord::owned("a", 2);
     // Not due.
-    assert!(!should_wake(1_001, 1_000, None, "a", false, None));
-    // Due, nobody holds it.
-    assert!(should_wake(1_000, 1_000, None, "a", false, None));
-    assert!(should_wake(900, 1_000, Some(&released), "a", false, None));
-    // Held by a live node, then by one whose lease expired or is gone.
+    assert!(!should_wake(1_001, 1_000, Some(&mine), "a", true, None));
+    // Due, nobody holds it: the waker only.
+    assert!(should_wake(1_000, 1_000, None, "a", true, None));
+    assert!(!should_wake(1_000, 1_000, None, "a", false, None));
+    assert!(should_wake(900, 1_000, Some(&released), "a", true, None));
+    assert!(!should_wake(900, 1_000, Some(&released), "a", false, None));
+    // Another node's: the waker, once that node's lease expired or is gone.
     assert!(!should_wake(
       900,
       1_000,
       Some(&other),
       "a",
-      false,
+      true,
       Some(&live)
     ));
     assert!(should_wake(
@@ -188,15 +196,16 @@ mod tests {
       1_000,
       Some(&other),
       "a",
-      false,
+      true,
       Some(&dead)
     ));
-    assert!(should_wake(900, 1_000, Some(&other), "a", false, None));
-    // Ours: only if this process does not hold it.
-    assert!(!should_wake(900, 1_000, Some(&mine), "a", true, None));
+    assert!(should_wake(900, 1_000, Some(&other), "a", true, None));
+    assert!(!should_wake(900, 1_000, Some(&other), "a", false, None));
+    // Recorded for this node: always, waker or not.
     assert!(should_wake(900, 1_000, Some(&mine), "a", false, None));
-    assert_eq!(needs_lease(Some(&other), "a"), Some("b".into()));
-    assert_eq!(needs_lease(Some(&mine), "a"), None);
-    assert_eq!(needs_lease(Some(&released), "a"), None);
+    assert_eq!(needs_lease(Some(&other), "a", true), Some("b".into()));
+    assert_eq!(needs_lease(Some(&other), "a", false), None);
+    assert_eq!(needs_lease(Some(&mine), "a", true), None);
+    assert_eq!(needs_lease(Some(&released), "a", true), None);
   }
 }
