@@ -154,6 +154,7 @@ fn correct_protocol_holds_on_every_seed() {
       ("freezes", st.freezes),
       ("broken cells", st.broken_cells),
       ("ambiguous answers", st.ambiguous),
+      ("wakes from the wake index", st.wakes),
     ] {
       assert!(
         n > s.seeds / 100,

@@ -67,7 +67,7 @@ impl World {
     }
   }
 
-  fn start_acquire(&mut self, n: usize, c: usize, queued: Vec<u64>) {
+  pub(super) fn start_acquire(&mut self, n: usize, c: usize, queued: Vec<u64>) {
     let run = self.next_run;
     self.next_run += 1;
     let local = self.local(n);
@@ -180,6 +180,8 @@ impl World {
         a.m.on_write(WriteAnswer::Applied(Token::new("trusted")))
       }
       Answer::Write(wa) => a.m.on_write(wa),
+      // Only the wake index's requests get these.
+      Answer::Waker(_) | Answer::Hints(_) => return,
     };
     self.drive_acquire(n, c, step);
   }
@@ -509,6 +511,11 @@ impl World {
         }
       }
       Purpose::Release { cell, run } => self.on_release_answer(n, cell, run, answer),
+      Purpose::WakeRole { .. }
+      | Purpose::WakeRoleWrite { .. }
+      | Purpose::WakeList { .. }
+      | Purpose::WakeOwn { .. }
+      | Purpose::WakeLease { .. } => self.on_wake_answer(n, purpose, answer),
     }
   }
 

@@ -32,6 +32,10 @@ pub enum Check {
   /// (g) Once faults stop and every lease expired, a fresh node can take
   /// every cell.
   FinalTakeoverFailed,
+  /// (h) Once faults and clients stop, every cell with a due wake hint
+  /// comes to be held by a serving node (so its alarm fires), through the
+  /// wake index alone.
+  DueAlarmNotWoken,
 }
 
 impl Check {
@@ -44,6 +48,7 @@ impl Check {
       Check::EpochWentBackwards => "epoch-went-backwards",
       Check::CorruptRestore => "corrupt-restore",
       Check::FinalTakeoverFailed => "final-takeover-failed",
+      Check::DueAlarmNotWoken => "due-alarm-not-woken",
     }
   }
 }

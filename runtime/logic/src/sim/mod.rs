@@ -6,8 +6,11 @@
 //! cell activates it through [`crate::own::Acquire`], commits locally,
 //! uploads LTX-like objects under `e<epoch>`, and acknowledges through
 //! [`crate::ack::AckGate`], while [`crate::lease::LeaseKeeper`] renews its
-//! lease and fences it. The node code (`node.rs`, `cell.rs`) is a thin I/O shell around
-//! those machines: every decision is the crate's.
+//! lease and fences it. Every node also passes over the wake index each
+//! second ([`crate::wake`]: the waker role, then each due hint's record and
+//! owner lease) and takes the cells it should wake. The node code
+//! (`node.rs`, `cell.rs`, `wake.rs`) is a thin I/O shell around those
+//! machines: every decision is the crate's.
 //!
 //! **Faults.** One simulated true time drives everything; each node reads
 //! its own drifting clock ([`clock`]). Every store request takes a random
@@ -29,8 +32,10 @@
 //! once all leases expired); no acknowledgement after the lease could have
 //! expired by true time; no takeover from an owner that can still
 //! acknowledge; epochs never go backwards; restores hold no duplicate or
-//! unknown write; the final takeover succeeds. The lease-timing checks skip
-//! nodes whose clock was frozen, since their premise is the clock bound.
+//! unknown write; the final takeover succeeds; and after a quiet phase (25 s
+//! with faults and clients stopped, nodes back), every cell with a due wake
+//! hint is held by a serving node. The lease-timing checks skip nodes whose
+//! clock was frozen, since their premise is the clock bound.
 //!
 //! **Broken variants** ([`Flaw`]) are mistakes an I/O shell could make with
 //! this crate's API; the checkers must catch each of them.
@@ -53,6 +58,7 @@ mod faults;
 mod node;
 pub mod rng;
 pub mod store;
+mod wake;
 
 use std::collections::BinaryHeap;
 use std::fmt;
@@ -89,10 +95,13 @@ pub enum Flaw {
   TrustAmbiguous,
   /// Re-activate a cell whose record names this node without a new epoch.
   ReuseEpoch,
+  /// Wake due cells only while holding the waker role, so a node's own
+  /// cells wait for the waker, which sees that node's live lease.
+  WakeOnlyAsWaker,
 }
 
 impl Flaw {
-  pub const ALL: [Flaw; 9] = [
+  pub const ALL: [Flaw; 10] = [
     Flaw::AckWithoutReread,
     Flaw::RestoreFromLocal,
     Flaw::TakeoverIgnoresLease,
@@ -102,6 +111,7 @@ impl Flaw {
     Flaw::BlindRelease,
     Flaw::TrustAmbiguous,
     Flaw::ReuseEpoch,
+    Flaw::WakeOnlyAsWaker,
   ];
 
   pub fn name(&self) -> &'static str {
@@ -115,6 +125,7 @@ impl Flaw {
       Flaw::BlindRelease => "blind-release",
       Flaw::TrustAmbiguous => "trust-ambiguous",
       Flaw::ReuseEpoch => "reuse-epoch",
+      Flaw::WakeOnlyAsWaker => "wake-only-as-waker",
     }
   }
 
@@ -156,6 +167,8 @@ pub struct Stats {
   pub pauses: u64,
   pub freezes: u64,
   pub stops: u64,
+  /// Cells taken because of a due wake hint.
+  pub wakes: u64,
 }
 
 impl Stats {
@@ -175,6 +188,7 @@ impl Stats {
     self.pauses += o.pauses;
     self.freezes += o.freezes;
     self.stops += o.stops;
+    self.wakes += o.wakes;
   }
 }
 
@@ -210,6 +224,7 @@ impl fmt::Display for Report {
 pub fn run(cfg: &SimConfig) -> Report {
   let mut w = World::new(cfg);
   w.main();
+  w.quiet();
   w.finish();
   Report {
     seed: cfg.seed,
@@ -268,6 +283,13 @@ pub(crate) enum Ev {
   },
   Restart(usize),
   Evict(usize),
+  WakePoll {
+    node: usize,
+    inc: u32,
+  },
+  Arm {
+    cell: usize,
+  },
 }
 
 struct Item {
@@ -379,6 +401,10 @@ impl World {
     for c in 0..w.p.cells {
       let at = T0 + w.rng.range(0, 500);
       w.push(at, Ev::Write { cell: c });
+      if w.rng.chance(600) {
+        let at = w.rng.range(T0, w.p.end);
+        w.push(at, Ev::Arm { cell: c });
+      }
     }
     w
   }
@@ -433,6 +459,8 @@ impl World {
       Ev::StopDeadline { node, inc } => self.on_stop_deadline(node, inc),
       Ev::Restart(n) => self.on_restart(n),
       Ev::Evict(n) => self.on_evict(n),
+      Ev::WakePoll { node, inc } => self.on_wake_poll(node, inc),
+      Ev::Arm { cell } => self.on_arm(cell),
     }
   }
 

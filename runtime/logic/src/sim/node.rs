@@ -26,11 +26,43 @@ pub(super) enum Status {
 pub(super) enum Purpose {
   Lease,
   Retire,
-  Acquire { cell: usize, run: u64 },
-  Upload { cell: usize, run: u64, txid: u64 },
-  AckRead { cell: usize, run: u64 },
-  EarlyRead { cell: usize, run: u64 },
-  Release { cell: usize, run: u64 },
+  Acquire {
+    cell: usize,
+    run: u64,
+  },
+  Upload {
+    cell: usize,
+    run: u64,
+    txid: u64,
+  },
+  AckRead {
+    cell: usize,
+    run: u64,
+  },
+  EarlyRead {
+    cell: usize,
+    run: u64,
+  },
+  Release {
+    cell: usize,
+    run: u64,
+  },
+  /// The steps of one pass over the wake index (`pass` tells passes apart).
+  WakeRole {
+    pass: u64,
+  },
+  WakeRoleWrite {
+    pass: u64,
+  },
+  WakeList {
+    pass: u64,
+  },
+  WakeOwn {
+    pass: u64,
+  },
+  WakeLease {
+    pass: u64,
+  },
 }
 
 pub(super) struct Node {
@@ -44,6 +76,8 @@ pub(super) struct Node {
   /// The local database file of each cell: survives a crash unless wiped.
   pub disk: Vec<Vec<u64>>,
   tick_at: u64,
+  /// The pass over the wake index in progress.
+  pub wake: Option<super::wake::WakePass>,
 }
 
 pub(super) enum Slot {
@@ -99,6 +133,7 @@ impl Node {
       cells: (0..cells).map(|_| Slot::Idle).collect(),
       disk: vec![Vec::new(); cells],
       tick_at: u64::MAX,
+      wake: None,
     }
   }
 }
@@ -136,7 +171,10 @@ impl World {
     let (k, step) = LeaseKeeper::start(self.p.lease, &node.name, &addr, 0);
     node.keeper = Some(k);
     let inc = node.inc;
+    node.wake = None;
     self.tr(|| format!("n{n}.{inc}: starts"));
+    // The first pass over the wake index once the lease is held.
+    self.push(self.now + 1, Ev::WakePoll { node: n, inc });
     self.drive_lease(n, step);
   }
 
@@ -226,6 +264,7 @@ impl World {
     node.keeper = None;
     node.paused_until = 0;
     node.tick_at = u64::MAX;
+    node.wake = None;
     for s in &mut node.cells {
       *s = Slot::Idle;
     }

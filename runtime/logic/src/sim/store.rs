@@ -6,8 +6,9 @@
 //! correct as the stores celld qualifies.
 //!
 //! Keys are structured instead of strings to keep seeds fast: `own.json` per
-//! cell, `nodes/<node>.json` per node, and the LTX objects per cell, epoch
-//! and TXID (level 0 only: the simulator does not compact).
+//! cell, `nodes/<node>.json` per node, the LTX objects per cell, epoch and
+//! TXID (level 0 only: the simulator does not compact), `wake/waker.json`
+//! and one wake hint per cell.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,6 +18,7 @@ use super::T0;
 use crate::lease::NodeLease;
 use crate::own::OwnRecord;
 use crate::restore::LtxKey;
+use crate::wake::WakerRecord;
 use crate::{ReadResult, StoreError, Token, WriteAnswer};
 
 /// A writer identity: node index and process incarnation.
@@ -52,7 +54,15 @@ pub enum Op {
     content: Rc<Vec<u64>>,
   },
   ListLtx(usize),
+  GetWaker,
+  CreateWaker(WakerRecord),
+  CasWaker(WakerRecord, Token),
+  /// Every wake hint: (cell, due time); one LIST-and-GET answer.
+  ListHints,
 }
+
+/// The wake hints at the listing instant.
+pub type Hints = Rc<Vec<(usize, u64)>>;
 
 impl Op {
   /// The answer a caller sees when the request or its answer is lost.
@@ -62,6 +72,8 @@ impl Op {
       Op::GetOwn(_) => Answer::Own(Err(e())),
       Op::GetLease(_) => Answer::Lease(Err(e())),
       Op::ListLtx(_) => Answer::List(Err(e())),
+      Op::GetWaker => Answer::Waker(Err(e())),
+      Op::ListHints => Answer::Hints(Err(e())),
       _ => Answer::Write(WriteAnswer::Ambiguous),
     }
   }
@@ -100,8 +112,20 @@ impl fmt::Display for Op {
         write!(f, "PUT cell {cell} e{epoch}/{txid} {content:?}")
       }
       Op::ListLtx(c) => write!(f, "LIST ltx of cell {c}"),
+      Op::GetWaker => write!(f, "GET wake/waker.json"),
+      Op::CreateWaker(r) => write!(f, "CREATE wake/waker.json = {}", waker(r)),
+      Op::CasWaker(r, t) => write!(f, "CAS wake/waker.json = {} if v{}", waker(r), t.0),
+      Op::ListHints => write!(f, "LIST wake/entries"),
     }
   }
+}
+
+fn waker(r: &WakerRecord) -> String {
+  format!(
+    "{{node: {:?}, expires: {}}}",
+    r.node,
+    r.expires_ms as i64 - T0 as i64
+  )
 }
 
 impl fmt::Display for Answer {
@@ -126,6 +150,15 @@ impl fmt::Display for Answer {
         write!(f, "[{}]", keys.join(" "))
       }
       Answer::List(Err(e)) => write!(f, "error ({})", e.0),
+      Answer::Waker(r) => read(f, r),
+      Answer::Hints(Ok(h)) => {
+        let hints: Vec<String> = h
+          .iter()
+          .map(|(c, at)| format!("cell {c} at {}", *at as i64 - T0 as i64))
+          .collect();
+        write!(f, "[{}]", hints.join(", "))
+      }
+      Answer::Hints(Err(e)) => write!(f, "error ({})", e.0),
     }
   }
 }
@@ -136,6 +169,8 @@ pub enum Answer {
   Lease(ReadResult<NodeLease>),
   Write(WriteAnswer),
   List(Result<Listing, StoreError>),
+  Waker(ReadResult<WakerRecord>),
+  Hints(Result<Hints, StoreError>),
 }
 
 /// What an applied write of `own.json` did, for the checkers.
@@ -150,6 +185,10 @@ pub struct Store {
   own: Vec<Option<(OwnRecord, Token)>>,
   leases: Vec<Option<(NodeLease, Token)>>,
   pub ltx: BTreeMap<(usize, u64, u64), LtxObj>,
+  waker: Option<(WakerRecord, Token)>,
+  /// Per cell: the due time of its wake hint (set by the world: publishing
+  /// a hint is the runtime's job, not a decision of this crate).
+  pub hints: Vec<Option<u64>>,
   version: u64,
 }
 
@@ -158,6 +197,7 @@ impl Store {
     Store {
       own: vec![None; cells],
       leases: vec![None; nodes + 1],
+      hints: vec![None; cells],
       ..Default::default()
     }
   }
@@ -221,6 +261,25 @@ impl Store {
         (Answer::Write(WriteAnswer::Applied(t)), None)
       }
       Op::ListLtx(c) => (Answer::List(Ok(self.list(*c))), None),
+      Op::GetWaker => (Answer::Waker(Ok(self.waker.clone())), None),
+      Op::CreateWaker(r) => {
+        if self.waker.is_some() {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        (self.put_waker(r), None)
+      }
+      Op::CasWaker(r, t) => {
+        if self.waker.as_ref().map(|(_, v)| v) != Some(t) {
+          return (Answer::Write(WriteAnswer::Rejected), None);
+        }
+        (self.put_waker(r), None)
+      }
+      Op::ListHints => {
+        let hints = (self.hints.iter().enumerate())
+          .filter_map(|(c, h)| h.map(|at| (c, at)))
+          .collect();
+        (Answer::Hints(Ok(Rc::new(hints))), None)
+      }
     }
   }
 
@@ -238,6 +297,12 @@ impl Store {
   fn put_lease(&mut self, n: usize, l: &NodeLease) -> Answer {
     let t = self.token();
     self.leases[n] = Some((l.clone(), t.clone()));
+    Answer::Write(WriteAnswer::Applied(t))
+  }
+
+  fn put_waker(&mut self, r: &WakerRecord) -> Answer {
+    let t = self.token();
+    self.waker = Some((r.clone(), t.clone()));
     Answer::Write(WriteAnswer::Applied(t))
   }
 
