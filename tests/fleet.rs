@@ -378,23 +378,9 @@ fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
   a.child.kill().unwrap();
   a.child.wait().unwrap();
   let b = f.start("b");
-  let end = Instant::now() + Duration::from_secs(20);
-  loop {
-    // The first answer comes once a's lease expired and b took the cell.
-    let fired = request(b.addr, "GET", "/?name=x", &[], b"")
-      .ok()
-      .filter(|r| r.status == 200)
-      .map(|r| r.text());
-    if fired.as_deref() == Some("1") {
-      break;
-    }
-    assert!(
-      Instant::now() < end,
-      "the alarm never fired on b ({fired:?}):\n{}",
-      b.log()
-    );
-    std::thread::sleep(Duration::from_millis(200));
-  }
+  // The first answer comes once a's lease expired and b took the cell.
+  let fired = wait_count_text(&b, "1", Duration::from_secs(20));
+  assert_eq!(fired, "1", "the alarm never fired on b:\n{}", b.log());
   let _ = std::fs::remove_dir_all(&f.dir);
 }
 
@@ -439,17 +425,7 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
   a.child.wait().unwrap();
   // Nobody calls: b takes the cell only because its waker found the alarm
   // due and a's lease expired.
-  let end = Instant::now() + Duration::from_secs(20);
-  while owner_of_obj(&bucket).map(|o| o.0).as_deref() != Some("b") {
-    assert!(Instant::now() < end, "b never woke the cell:\n{}", b.log());
-    std::thread::sleep(Duration::from_millis(100));
-  }
-  assert_eq!(
-    wait_count_text(&b, "1", Duration::from_secs(10)),
-    "1",
-    "{}",
-    b.log()
-  );
+  fires_once_taken(&bucket, &b, |node, _| node == "b");
   let _ = std::fs::remove_dir_all(&f.dir);
 }
 
@@ -472,22 +448,25 @@ fn a_node_restarted_without_its_data_fires_its_cells_alarms() {
   a.child.wait().unwrap();
   std::fs::remove_dir_all(f.data("a")).unwrap();
   let a = f.start("a");
+  fires_once_taken(&bucket, &a, |node, e| node == "a" && e > epoch);
+  let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+/// Waits, with nobody calling, until the `Obj` cell's record satisfies
+/// `taken` (node, epoch); then its alarm must have fired once on `ch`.
+fn fires_once_taken(bucket: &std::path::Path, ch: &Cellhost, taken: impl Fn(&str, u64) -> bool) {
   let end = Instant::now() + Duration::from_secs(20);
-  while owner_of_obj(&bucket).is_none_or(|(n, e)| n != "a" || e == epoch) {
+  while !owner_of_obj(bucket).is_some_and(|(node, e)| taken(&node, e)) {
+    let record = owner_of_obj(bucket);
     assert!(
       Instant::now() < end,
-      "a never took its cell back:\n{}",
-      a.log()
+      "the cell was never taken ({record:?}):\n{}",
+      ch.log()
     );
     std::thread::sleep(Duration::from_millis(100));
   }
-  assert_eq!(
-    wait_count_text(&a, "1", Duration::from_secs(10)),
-    "1",
-    "{}",
-    a.log()
-  );
-  let _ = std::fs::remove_dir_all(&f.dir);
+  let fired = wait_count_text(ch, "1", Duration::from_secs(10));
+  assert_eq!(fired, "1", "{}", ch.log());
 }
 
 /// What `GET /?name=x` answers once it answers `want` (or the last answer).
