@@ -201,14 +201,14 @@ impl Fleet {
     futures::executor::block_on(self.spawn(async move { wake::publish(&bucket, &s, &hint).await }))
   }
 
-  /// Drops the hint of a cell held here that has no alarm (in the
-  /// background: a hint left behind only costs a wake that runs nothing).
+  /// Drops the hint of a cell held here that has no alarm. Blocking, so a
+  /// later `publish_hint` for the cell cannot be overtaken by this DELETE.
   pub fn drop_hint(&self, scope: &str) {
     if !self.can_ack() || !self.owned.lock().unwrap().contains_key(scope) {
       return;
     }
     let (bucket, s) = (self.bucket.clone(), scope.to_string());
-    self.rt.spawn(async move { wake::drop(&bucket, &s).await });
+    futures::executor::block_on(self.spawn(async move { wake::drop(&bucket, &s).await }));
   }
 
   /// One pass over the wake index (blocking): the cells to wake, with
