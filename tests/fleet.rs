@@ -426,6 +426,17 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
   // Nobody calls: b takes the cell only because its waker found the alarm
   // due and a's lease expired.
   fires_once_taken(&bucket, &b, |node, _| node == "b");
+  // The alarm ran and is gone; b's next pass finds the hint due, the wake
+  // finds no alarm, and the hint is dropped.
+  let end = Instant::now() + Duration::from_secs(10);
+  while std::fs::read_dir(bucket.join("wake/entries"))
+    .unwrap()
+    .count()
+    > 0
+  {
+    assert!(Instant::now() < end, "the hint stayed:\n{}", b.log());
+    std::thread::sleep(Duration::from_millis(100));
+  }
   let _ = std::fs::remove_dir_all(&f.dir);
 }
 
