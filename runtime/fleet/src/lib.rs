@@ -56,6 +56,7 @@ pub struct Fleet {
   owned: Mutex<HashMap<String, (u64, Token)>>,
   /// How often the waker reads the wake index.
   wake_poll_ms: u64,
+  hints: Arc<tokio::sync::Mutex<wake::HintCache>>,
 }
 
 pub fn now_ms() -> u64 {
@@ -115,6 +116,7 @@ impl Fleet {
       lease,
       owned: Mutex::new(HashMap::new()),
       wake_poll_ms,
+      hints: Default::default(),
     }))
   }
 
@@ -220,8 +222,10 @@ impl Fleet {
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     // Held for three passes: one missed pass does not hand the role over.
     let hold_ms = self.wake_poll_ms.saturating_mul(3);
+    let hints = self.hints.clone();
     futures::executor::block_on(
-      self.spawn(async move { wake::pass(&bucket, &node, hold_ms).await }),
+      self
+        .spawn(async move { wake::pass(&bucket, &node, hold_ms, &mut *hints.lock().await).await }),
     )
   }
 

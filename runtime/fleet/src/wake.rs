@@ -3,11 +3,13 @@
 //! (`cellhost_logic::wake` decides).
 
 use cellhost_bucket::Bucket;
-use cellhost_logic::WriteAnswer;
+use std::collections::HashMap;
+
 use cellhost_logic::wake::{
   ENTRIES_PREFIX, Hint, RoleStep, WAKER_KEY, entry_key, entry_scope, needs_lease, role_step,
   should_wake,
 };
+use cellhost_logic::{Token, WriteAnswer};
 
 use crate::codec::*;
 use crate::now_ms;
@@ -27,9 +29,18 @@ pub async fn drop(bucket: &Bucket, scope: &str) {
   }
 }
 
+/// The hints read by earlier passes, by key, with the version they were
+/// read at: a pass GETs only the hints that changed since.
+pub type HintCache = HashMap<String, (Token, Hint)>;
+
 /// One pass of node `me`: takes or renews the waker role (for `hold_ms`)
 /// if it can, then returns the due hints of cells it should wake.
-pub async fn pass(bucket: &Bucket, me: &str, hold_ms: u64) -> Result<Vec<(String, Hint)>, String> {
+pub async fn pass(
+  bucket: &Bucket,
+  me: &str,
+  hold_ms: u64,
+  cache: &mut HintCache,
+) -> Result<Vec<(String, Hint)>, String> {
   let current = match bucket.get(WAKER_KEY).await.map_err(|e| e.to_string())? {
     None => None,
     Some((b, v)) => Some((parse_waker(&b).map_err(|e| e.to_string())?, token(&v))),
@@ -46,16 +57,26 @@ pub async fn pass(bucket: &Bucket, me: &str, hold_ms: u64) -> Result<Vec<(String
     Some(w) => matches!(answer(w)?, WriteAnswer::Applied(_)),
     None => false,
   };
-  let mut due = Vec::new();
-  for o in bucket
+  let listed = bucket
     .list(ENTRIES_PREFIX)
     .await
-    .map_err(|e| e.to_string())?
-  {
+    .map_err(|e| e.to_string())?;
+  cache.retain(|k, _| listed.iter().any(|o| o.key == *k));
+  let mut due = Vec::new();
+  for o in listed {
     let Some(scope) = entry_scope(&o.key) else {
       continue;
     };
-    match judge(bucket, me, scope, &o.key, is_waker).await {
+    let hint = match cache.get(&o.key) {
+      Some((t, h)) if *t == token(&o.version) => Ok(Some(h.clone())),
+      _ => read_hint(bucket, &o.key, cache).await,
+    };
+    let judged = match hint {
+      Ok(Some(h)) => judge(bucket, me, scope, h, is_waker).await,
+      Ok(None) => Ok(None),
+      Err(e) => Err(e),
+    };
+    match judged {
       Ok(Some(hint)) => due.push((scope.to_string(), hint)),
       Ok(None) => {}
       Err(e) => tracing::warn!("waker: {scope}: {e}"),
@@ -64,17 +85,26 @@ pub async fn pass(bucket: &Bucket, me: &str, hold_ms: u64) -> Result<Vec<(String
   Ok(due)
 }
 
+async fn read_hint(
+  bucket: &Bucket,
+  key: &str,
+  cache: &mut HintCache,
+) -> Result<Option<Hint>, String> {
+  let Some((b, v)) = bucket.get(key).await.map_err(|e| e.to_string())? else {
+    return Ok(None);
+  };
+  let hint = parse_hint(&b).map_err(|e| e.to_string())?;
+  cache.insert(key.to_string(), (token(&v), hint.clone()));
+  Ok(Some(hint))
+}
+
 async fn judge(
   bucket: &Bucket,
   me: &str,
   scope: &str,
-  key: &str,
+  hint: Hint,
   is_waker: bool,
 ) -> Result<Option<Hint>, String> {
-  let Some((b, _)) = bucket.get(key).await.map_err(|e| e.to_string())? else {
-    return Ok(None);
-  };
-  let hint = parse_hint(&b).map_err(|e| e.to_string())?;
   // The clock before the reads: a lease judged on an older reading never
   // looks expired too early.
   let now = now_ms();
@@ -94,4 +124,75 @@ async fn judge(
   };
   let wake = should_wake(hint.at_ms, now, own.as_ref(), me, is_waker, lease.as_ref());
   Ok(wake.then_some(hint))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+      .enable_all()
+      .build()
+      .unwrap()
+      .block_on(f)
+  }
+
+  #[test]
+  fn a_pass_reads_only_changed_hints_and_sees_each_change() {
+    block_on(async {
+      let bucket = Bucket::memory();
+      let mut cache = HintCache::new();
+      let scope = "Obj:ab";
+      let due = Hint {
+        at_ms: 1,
+        name: Some("x".into()),
+      };
+      publish(&bucket, scope, &due).await.unwrap();
+      // Nobody holds the cell and this node takes the free role: wake it.
+      let woken = pass(&bucket, "a", 60_000, &mut cache).await.unwrap();
+      assert_eq!(woken, vec![(scope.to_string(), due)]);
+      assert_eq!(cache.len(), 1);
+      // Moved into the future: the new version is read, nothing is due.
+      let later = Hint {
+        at_ms: now_ms() + 60_000,
+        name: None,
+      };
+      publish(&bucket, scope, &later).await.unwrap();
+      assert!(
+        pass(&bucket, "a", 60_000, &mut cache)
+          .await
+          .unwrap()
+          .is_empty()
+      );
+      assert_eq!(cache[&entry_key(scope)].1, later);
+      // Dropped: forgotten by the cache too.
+      drop(&bucket, scope).await;
+      assert!(
+        pass(&bucket, "a", 60_000, &mut cache)
+          .await
+          .unwrap()
+          .is_empty()
+      );
+      assert!(cache.is_empty());
+      // Another node holds the role and sees the same hints, but an
+      // unowned cell is not its to wake.
+      publish(
+        &bucket,
+        scope,
+        &Hint {
+          at_ms: 1,
+          name: None,
+        },
+      )
+      .await
+      .unwrap();
+      assert!(
+        pass(&bucket, "b", 60_000, &mut HintCache::new())
+          .await
+          .unwrap()
+          .is_empty()
+      );
+    });
+  }
 }
