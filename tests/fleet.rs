@@ -354,7 +354,7 @@ fn takeover_on_s3_through_moto() {
 const ALARM_WORKER: &str = r#"
 import { DurableObject } from "cloudflare:workers";
 export class Obj extends DurableObject {
-  async arm() { await this.ctx.storage.setAlarm(Date.now() + 2000); return "armed"; }
+  async arm(ms) { await this.ctx.storage.setAlarm(Date.now() + ms); return "armed"; }
   async fired() { return String((await this.ctx.storage.get("fired")) ?? 0); }
   async alarm() { await this.ctx.storage.put("fired", ((await this.ctx.storage.get("fired")) ?? 0) + 1); }
 }
@@ -362,7 +362,8 @@ export default {
   async fetch(req, env) {
     const u = new URL(req.url);
     const o = env.OBJ.getByName(u.searchParams.get("name"));
-    return new Response(u.pathname === "/arm" ? await o.arm() : await o.fired());
+    const ms = Number(u.searchParams.get("ms") ?? 2000);
+    return new Response(u.pathname === "/arm" ? await o.arm(ms) : await o.fired());
   },
 };
 "#;
@@ -411,13 +412,9 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
   let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
   assert_eq!(r.text(), "armed", "{}", a.log());
   // The hint is in the fleet's index before setAlarm() answered.
-  let hints: Vec<_> = std::fs::read_dir(bucket.join("wake/entries"))
-    .unwrap()
-    .flatten()
-    .map(|e| e.file_name().to_string_lossy().into_owned())
-    .collect();
+  let hints = hints_in(&bucket);
   assert!(
-    hints.len() == 1 && hints[0].starts_with("Obj:"),
+    hints.len() == 1 && hints[0].0.starts_with("Obj:"),
     "{hints:?}"
   );
   assert_eq!(owner_of_obj(&bucket).map(|o| o.0).as_deref(), Some("a"));
@@ -461,6 +458,59 @@ fn a_node_restarted_without_its_data_fires_its_cells_alarms() {
   let a = f.start("a");
   fires_once_taken(&bucket, &a, |node, e| node == "a" && e > epoch);
   let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+/// The wake hints in a local bucket: file name and due time.
+fn hints_in(bucket: &std::path::Path) -> Vec<(String, u64)> {
+  let Ok(dir) = std::fs::read_dir(bucket.join("wake/entries")) else {
+    return Vec::new();
+  };
+  dir
+    .flatten()
+    .map(|e| {
+      let b = std::fs::read(e.path()).unwrap();
+      let json = &b[b.iter().position(|&c| c == b'{').unwrap()..];
+      let v: serde_json::Value = serde_json::from_slice(json).unwrap();
+      let name = e.file_name().to_string_lossy().into_owned();
+      (name, v["at_ms"].as_u64().unwrap())
+    })
+    .collect()
+}
+
+#[test]
+fn set_alarm_answers_only_once_a_hint_covers_it() {
+  let mut f = Fleet::local("hint");
+  f.worker = project("fleet-hint", ALARM_WORKER, OBJ_BINDING);
+  let bucket = f.dir.join("bucket");
+  let mut a = f.start("a");
+  let arm = |ch: &Cellhost, ms: u64| {
+    let r = request(ch.addr, "POST", &format!("/arm?name=x&ms={ms}"), &[], b"").unwrap();
+    assert_eq!(r.text(), "armed", "{}", ch.log());
+  };
+  arm(&a, 60_000);
+  assert_eq!(hints_in(&bucket).len(), 1);
+  // Another node that held the cell meanwhile found no alarm and dropped
+  // the hint; this node's own index still holds the earlier time.
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  std::fs::remove_dir_all(bucket.join("wake/entries")).unwrap();
+  let a = f.start("a");
+  arm(&a, 120_000);
+  // A hint is back, due no later than the stored alarm (two minutes on).
+  let (hints, now) = (hints_in(&bucket), fleet_now_ms());
+  assert!(
+    hints.len() == 1 && hints[0].1 > now && hints[0].1 <= now + 120_000,
+    "{hints:?}\n{}",
+    a.log()
+  );
+  let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+fn fleet_now_ms() -> u64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .unwrap()
+    .as_millis() as u64
 }
 
 /// Waits, with nobody calling, until the `Obj` cell's record satisfies

@@ -48,6 +48,10 @@ struct State {
   at: HashMap<CellKey, (u64, Option<String>)>,
   /// What the index holds: entries never later than the stored alarm.
   indexed: HashMap<CellKey, u64>,
+  /// The hints this process published to the fleet's index. Kept apart
+  /// from `indexed`: the local index outlives the process, and another
+  /// node may have dropped a hint since (after the cell moved there).
+  published: HashMap<CellKey, u64>,
 }
 
 impl Wake {
@@ -105,14 +109,17 @@ impl Wake {
   ) -> Result<(), String> {
     let key = (ns, id.to_string());
     let mut st = self.inner.state.lock().unwrap();
+    if let Some(fleet) = &self.inner.fleet
+      && st.published.get(&key).is_none_or(|&t| at_ms < t)
+    {
+      let hint = Hint {
+        at_ms,
+        name: name.clone(),
+      };
+      fleet.publish_hint(&self.inner.scope(ns, id), hint)?;
+      st.published.insert(key.clone(), at_ms);
+    }
     if st.indexed.get(&key).is_none_or(|&t| at_ms < t) {
-      if let Some(fleet) = &self.inner.fleet {
-        let hint = Hint {
-          at_ms,
-          name: name.clone(),
-        };
-        fleet.publish_hint(&self.inner.scope(ns, id), hint)?;
-      }
       let unique_key = self.inner.router.namespaces[ns as usize].unique_key.clone();
       let entry = WakeEntry {
         unique_key,
@@ -153,6 +160,7 @@ impl Wake {
     }
     let mut st = self.inner.state.lock().unwrap();
     st.unset(&key);
+    st.published.remove(&key);
     if st.indexed.remove(&key).is_some() {
       let unique_key = &self.inner.router.namespaces[ns as usize].unique_key;
       if let Err(e) = self.inner.db.lock().unwrap().remove(unique_key, id) {
