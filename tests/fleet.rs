@@ -497,20 +497,13 @@ fn set_alarm_answers_only_once_a_hint_covers_it() {
   let a = f.start("a");
   arm(&a, 120_000);
   // A hint is back, due no later than the stored alarm (two minutes on).
-  let (hints, now) = (hints_in(&bucket), fleet_now_ms());
+  let (hints, now) = (hints_in(&bucket), cellhost_fleet::now_ms());
   assert!(
     hints.len() == 1 && hints[0].1 > now && hints[0].1 <= now + 120_000,
     "{hints:?}\n{}",
     a.log()
   );
   let _ = std::fs::remove_dir_all(&f.dir);
-}
-
-fn fleet_now_ms() -> u64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .unwrap()
-    .as_millis() as u64
 }
 
 /// Waits, with nobody calling, until the `Obj` cell's record satisfies
