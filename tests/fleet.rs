@@ -385,16 +385,20 @@ fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
   let _ = std::fs::remove_dir_all(&f.dir);
 }
 
+/// A JSON record in a local bucket: its file is a version header, then the
+/// JSON.
+fn bucket_json(path: &std::path::Path) -> Option<serde_json::Value> {
+  let b = std::fs::read(path).ok()?;
+  serde_json::from_slice(&b[b.iter().position(|&c| c == b'{')?..]).ok()
+}
+
 /// The ownership record (node, epoch) of the only `Obj` cell in a local
 /// bucket.
 fn owner_of_obj(bucket: &std::path::Path) -> Option<(String, u64)> {
   let cells = std::fs::read_dir(bucket.join("cells")).ok()?;
   for e in cells.flatten() {
     if e.file_name().to_string_lossy().starts_with("Obj:") {
-      let b = std::fs::read(e.path().join("own.json")).ok()?;
-      // The local bucket's file: a version header, then the JSON.
-      let json = &b[b.iter().position(|&c| c == b'{')?..];
-      let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+      let v = bucket_json(&e.path().join("own.json"))?;
       return Some((v["node"].as_str()?.to_string(), v["epoch"].as_u64()?));
     }
   }
@@ -467,12 +471,9 @@ fn hints_in(bucket: &std::path::Path) -> Vec<(String, u64)> {
   };
   dir
     .flatten()
-    .map(|e| {
-      let b = std::fs::read(e.path()).unwrap();
-      let json = &b[b.iter().position(|&c| c == b'{').unwrap()..];
-      let v: serde_json::Value = serde_json::from_slice(json).unwrap();
-      let name = e.file_name().to_string_lossy().into_owned();
-      (name, v["at_ms"].as_u64().unwrap())
+    .filter_map(|e| {
+      let at = bucket_json(&e.path())?["at_ms"].as_u64()?;
+      Some((e.file_name().to_string_lossy().into_owned(), at))
     })
     .collect()
 }
