@@ -447,7 +447,7 @@ pub async fn op_cell_activate(
       .data_dir
       .join(&unique_key)
       .join(format!("{id_hex}.sqlite"));
-    (fleet, path, format!("{class}:{id_hex}"))
+    (fleet, path, cellhost_fleet::cell_scope(&class, &id_hex))
   };
   let (db, repl) = crate::replica::open(fleet, path, scope)
     .await

@@ -15,12 +15,13 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use cellhost_fleet::{Fleet, Hint, now_ms};
+use cellhost_fleet::{Fleet, Hint, cell_scope, now_ms, split_scope};
 
 use cellhost_storage::{WakeDb, WakeEntry};
 
 use crate::actor::Router;
 use crate::http::{ActorTarget, AlarmJob, Job};
+use crate::id;
 
 /// While an alarm runs its entry stays scheduled this far ahead, so an
 /// isolate that dies mid-handler (CPU limit, crash) does not lose it: the
@@ -187,7 +188,7 @@ impl State {
 impl Inner {
   /// The cell's name on the bucket (`Class:id`).
   fn scope(&self, ns: u32, id: &str) -> String {
-    format!("{}:{id}", self.router.namespaces[ns as usize].class_name)
+    cell_scope(&self.router.namespaces[ns as usize].class_name, id)
   }
 
   /// The waker: a pass over the wake index at start and every poll
@@ -209,14 +210,7 @@ impl Inner {
   }
 
   fn wake_from_index(&self, scope: &str, name: Option<String>) {
-    // A key another writer put in the bucket must not reach placement.
-    let Some((class, id)) = scope
-      .split_once(':')
-      .filter(|(_, id)| id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()))
-    else {
-      tracing::warn!("waker: {scope:?} names no Durable Object");
-      return;
-    };
+    let (class, id) = split_scope(scope);
     let Some(ns) = self
       .router
       .namespaces
@@ -225,6 +219,12 @@ impl Inner {
     else {
       return; // a class this Worker does not bind: another deployment's
     };
+    // A key another writer put in the bucket must name a real object of
+    // the namespace before it reaches placement.
+    if id::from_string(&self.router.namespaces[ns].key, id).is_err() {
+      tracing::warn!("waker: {scope:?} names no Durable Object");
+      return;
+    }
     tracing::debug!("waker: {scope} has a due wake entry");
     let target = ActorTarget {
       ns: ns as u32,

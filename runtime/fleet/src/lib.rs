@@ -29,6 +29,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use cellhost_bucket::{Bucket, BucketOptions};
 use cellhost_logic::Token;
 pub use cellhost_logic::lease::LeaseConfig;
+pub use cellhost_logic::own::{cell_scope, split_scope};
 pub use cellhost_logic::wake::Hint;
 
 /// A cell this node took.

@@ -131,6 +131,11 @@ pub fn validate_scope(scope: &str) -> Result<(), String> {
   }
 }
 
+/// The scope of the object `id` of class `class`: `Class:id`.
+pub fn cell_scope(class: &str, id: &str) -> String {
+  format!("{class}:{id}")
+}
+
 /// Splits `Class:id` into its class and id (the id may itself hold `:`).
 pub fn split_scope(scope: &str) -> (&str, &str) {
   scope.split_once(':').unwrap_or((scope, ""))
@@ -293,6 +298,7 @@ mod tests {
     assert!(validate_scope("").is_err());
     assert!(validate_scope(&"a".repeat(256)).is_err());
     assert_eq!(split_scope("Counter:a:b"), ("Counter", "a:b"));
+    assert_eq!(split_scope(&cell_scope("Counter", "ab")), ("Counter", "ab"));
   }
 
   #[test]
