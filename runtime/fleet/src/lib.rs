@@ -140,6 +140,15 @@ impl Fleet {
     async move { rx.await.expect("the fleet runtime is running") }
   }
 
+  /// `spawn`, waited for by a thread that may block.
+  fn run_blocking<T, F>(&self, fut: F) -> T
+  where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+  {
+    futures::executor::block_on(self.spawn(fut))
+  }
+
   /// Takes the cell `scope` (`Class:id`) for this node.
   pub async fn activate(&self, scope: String) -> Result<Activation, String> {
     if !self.can_ack() {
@@ -201,7 +210,7 @@ impl Fleet {
   /// the cell.
   pub fn publish_hint(&self, scope: &str, hint: Hint) -> Result<(), String> {
     let (bucket, s) = (self.bucket.clone(), scope.to_string());
-    futures::executor::block_on(self.spawn(async move { wake::publish(&bucket, &s, &hint).await }))
+    self.run_blocking(async move { wake::publish(&bucket, &s, &hint).await })
   }
 
   /// Drops the hint of a cell held here that has no alarm. Blocking, so a
@@ -211,7 +220,7 @@ impl Fleet {
       return;
     }
     let (bucket, s) = (self.bucket.clone(), scope.to_string());
-    futures::executor::block_on(self.spawn(async move { wake::drop(&bucket, &s).await }));
+    self.run_blocking(async move { wake::drop(&bucket, &s).await });
   }
 
   /// One pass over the wake index (blocking): the cells to wake, with
@@ -224,9 +233,8 @@ impl Fleet {
     // Held for three passes: one missed pass does not hand the role over.
     let hold_ms = self.wake_poll_ms.saturating_mul(3);
     let hints = self.hints.clone();
-    futures::executor::block_on(
-      self
-        .spawn(async move { wake::pass(&bucket, &node, hold_ms, &mut *hints.lock().await).await }),
+    self.run_blocking(
+      async move { wake::pass(&bucket, &node, hold_ms, &mut *hints.lock().await).await },
     )
   }
 
@@ -239,13 +247,13 @@ impl Fleet {
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     let n = owned.len();
     let lease = self.lease.clone();
-    futures::executor::block_on(self.spawn(async move {
+    self.run_blocking(async move {
       let jobs = owned
         .into_iter()
         .map(|(scope, (epoch, token))| own::release(&bucket, &node, scope, epoch, token));
       futures::future::join_all(jobs).await;
       lease::retire(&lease).await;
-    }));
+    });
     tracing::info!(
       "node {}: released {n} cells and retired its lease",
       self.node
