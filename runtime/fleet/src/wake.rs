@@ -57,23 +57,27 @@ pub async fn pass(
     Some(w) => matches!(answer(w)?, WriteAnswer::Applied(_)),
     None => false,
   };
-  let listed = bucket
+  // The cache is rebuilt from this listing: hints gone from it drop out.
+  let mut known = std::mem::take(cache);
+  let mut due = Vec::new();
+  for o in bucket
     .list(ENTRIES_PREFIX)
     .await
-    .map_err(|e| e.to_string())?;
-  cache.retain(|k, _| listed.iter().any(|o| o.key == *k));
-  let mut due = Vec::new();
-  for o in listed {
+    .map_err(|e| e.to_string())?
+  {
     let Some(scope) = entry_scope(&o.key) else {
       continue;
     };
-    let hint = match cache.get(&o.key) {
-      Some((t, h)) if *t == token(&o.version) => Ok(Some(h.clone())),
-      _ => read_hint(bucket, &o.key, cache).await,
+    let read = match known.remove(&o.key) {
+      Some((t, hint)) if t == token(&o.version) => Ok(Some((t, hint))),
+      _ => read_hint(bucket, &o.key).await,
     };
-    let judged = match hint {
-      Ok(Some(h)) => judge(bucket, me, scope, h, is_waker).await,
-      Ok(None) => Ok(None),
+    let judged = match read {
+      Ok(Some((t, hint))) => {
+        cache.insert(o.key.clone(), (t, hint.clone()));
+        judge(bucket, me, scope, hint, is_waker).await
+      }
+      Ok(None) => Ok(None), // deleted since the listing
       Err(e) => Err(e),
     };
     match judged {
@@ -85,17 +89,14 @@ pub async fn pass(
   Ok(due)
 }
 
-async fn read_hint(
-  bucket: &Bucket,
-  key: &str,
-  cache: &mut HintCache,
-) -> Result<Option<Hint>, String> {
+async fn read_hint(bucket: &Bucket, key: &str) -> Result<Option<(Token, Hint)>, String> {
   let Some((b, v)) = bucket.get(key).await.map_err(|e| e.to_string())? else {
     return Ok(None);
   };
-  let hint = parse_hint(&b).map_err(|e| e.to_string())?;
-  cache.insert(key.to_string(), (token(&v), hint.clone()));
-  Ok(Some(hint))
+  Ok(Some((
+    token(&v),
+    parse_hint(&b).map_err(|e| e.to_string())?,
+  )))
 }
 
 async fn judge(
@@ -109,7 +110,7 @@ async fn judge(
   // looks expired too early.
   let now = now_ms();
   if hint.at_ms > now {
-    return Ok(None);
+    return Ok(None); // not due: no reads (should_wake would say no)
   }
   let own = read_own(bucket, scope)
     .await
