@@ -511,11 +511,7 @@ impl World {
         }
       }
       Purpose::Release { cell, run } => self.on_release_answer(n, cell, run, answer),
-      Purpose::WakeRole { .. }
-      | Purpose::WakeRoleWrite { .. }
-      | Purpose::WakeList { .. }
-      | Purpose::WakeOwn { .. }
-      | Purpose::WakeLease { .. } => self.on_wake_answer(n, purpose, answer),
+      Purpose::Wake { pass, step } => self.on_wake_answer(n, pass, step, answer),
     }
   }
 

@@ -426,8 +426,13 @@ impl World {
   }
 
   fn main(&mut self) {
+    self.run_until(self.p.end);
+  }
+
+  /// Handles every event due by `end`, in order.
+  fn run_until(&mut self, end: u64) {
     while let Some(item) = self.queue.pop() {
-      if item.at > self.p.end {
+      if item.at > end {
         self.queue.push(item);
         break;
       }

@@ -6,6 +6,7 @@
 
 use super::clock::Clock;
 use super::store::{Listing, Op, Writer};
+use super::wake::WakeStep;
 use super::{Ev, Flaw, World};
 use crate::ack::AckGate;
 use crate::lease::{FenceReason, LeaseKeeper, LeaseStep};
@@ -21,48 +22,18 @@ pub(super) enum Status {
 }
 
 /// Which machine an answer goes to. `run` tells one activation of a cell on
-/// a node from the next, so a late answer never reaches a newer one.
+/// a node from the next, so a late answer never reaches a newer one, and
+/// `pass` one pass over the wake index from the next.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Purpose {
   Lease,
   Retire,
-  Acquire {
-    cell: usize,
-    run: u64,
-  },
-  Upload {
-    cell: usize,
-    run: u64,
-    txid: u64,
-  },
-  AckRead {
-    cell: usize,
-    run: u64,
-  },
-  EarlyRead {
-    cell: usize,
-    run: u64,
-  },
-  Release {
-    cell: usize,
-    run: u64,
-  },
-  /// The steps of one pass over the wake index (`pass` tells passes apart).
-  WakeRole {
-    pass: u64,
-  },
-  WakeRoleWrite {
-    pass: u64,
-  },
-  WakeList {
-    pass: u64,
-  },
-  WakeOwn {
-    pass: u64,
-  },
-  WakeLease {
-    pass: u64,
-  },
+  Acquire { cell: usize, run: u64 },
+  Upload { cell: usize, run: u64, txid: u64 },
+  AckRead { cell: usize, run: u64 },
+  EarlyRead { cell: usize, run: u64 },
+  Release { cell: usize, run: u64 },
+  Wake { pass: u64, step: WakeStep },
 }
 
 pub(super) struct Node {

@@ -12,6 +12,16 @@ use crate::WriteAnswer;
 use crate::own::OwnRecord;
 use crate::wake::{RoleStep, needs_lease, role_step, should_wake};
 
+/// The requests of a pass, in order; `Own` and `Lease` repeat per hint.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum WakeStep {
+  Role,
+  RoleWrite,
+  List,
+  Own,
+  Lease,
+}
+
 /// The poll interval; the role is held for three of them.
 pub(super) const POLL_MS: u64 = 1_000;
 
@@ -48,7 +58,11 @@ impl World {
       judged_at: 0,
       own: None,
     });
-    self.send(n, Purpose::WakeRole { pass }, Op::GetWaker);
+    self.wake_send(n, pass, WakeStep::Role, Op::GetWaker);
+  }
+
+  fn wake_send(&mut self, n: usize, pass: u64, step: WakeStep, op: Op) {
+    self.send(n, Purpose::Wake { pass, step }, op);
   }
 
   /// The pass `pass` of node `n`, if it is the one in progress.
@@ -56,21 +70,13 @@ impl World {
     self.nodes[n].wake.as_mut().filter(|w| w.pass == pass)
   }
 
-  pub(super) fn on_wake_answer(&mut self, n: usize, purpose: Purpose, answer: Answer) {
-    use Purpose as P;
-    let pass = match purpose {
-      P::WakeRole { pass }
-      | P::WakeRoleWrite { pass }
-      | P::WakeList { pass }
-      | P::WakeOwn { pass }
-      | P::WakeLease { pass } => pass,
-      _ => return,
-    };
+  pub(super) fn on_wake_answer(&mut self, n: usize, pass: u64, step: WakeStep, answer: Answer) {
+    use WakeStep as S;
     if self.current(n, pass).is_none() {
       return; // a late answer to an abandoned pass
     }
-    match (purpose, answer) {
-      (P::WakeRole { .. }, Answer::Waker(read)) => {
+    match (step, answer) {
+      (S::Role, Answer::Waker(read)) => {
         let Ok(current) = read else {
           return self.wake_list(n, pass);
         };
@@ -82,9 +88,9 @@ impl World {
           RoleStep::Cas(r, t) => Op::CasWaker(r, t),
           RoleStep::Leave { .. } => return self.wake_list(n, pass),
         };
-        self.send(n, P::WakeRoleWrite { pass }, op);
+        self.wake_send(n, pass, S::RoleWrite, op);
       }
-      (P::WakeRoleWrite { .. }, Answer::Write(w)) => {
+      (S::RoleWrite, Answer::Write(w)) => {
         let is_waker = matches!(w, WriteAnswer::Applied(_));
         if let Some(p) = self.current(n, pass) {
           p.is_waker = is_waker;
@@ -97,14 +103,14 @@ impl World {
         });
         self.wake_list(n, pass);
       }
-      (P::WakeList { .. }, Answer::Hints(Ok(hints))) => {
+      (S::List, Answer::Hints(Ok(hints))) => {
         if let Some(p) = self.current(n, pass) {
           p.hints = hints;
           p.idx = 0;
         }
         self.next_hint(n, pass);
       }
-      (P::WakeOwn { .. }, Answer::Own(Ok(own))) => {
+      (S::Own, Answer::Own(Ok(own))) => {
         let own = own.map(|(r, _)| r);
         let name = self.nodes[n].name.clone();
         let Some(p) = self.current(n, pass) else {
@@ -113,22 +119,22 @@ impl World {
         let owner = needs_lease(own.as_ref(), &name, p.is_waker);
         p.own = own;
         match owner.and_then(|o| index_of(&o)) {
-          Some(y) => self.send(n, P::WakeLease { pass }, Op::GetLease(y)),
+          Some(y) => self.wake_send(n, pass, S::Lease, Op::GetLease(y)),
           None => self.decide(n, pass, None),
         }
       }
-      (P::WakeLease { .. }, Answer::Lease(Ok(lease))) => {
+      (S::Lease, Answer::Lease(Ok(lease))) => {
         self.decide(n, pass, lease.map(|(l, _)| l));
       }
       // A failed read: this hint waits for the next pass.
-      (P::WakeOwn { .. } | P::WakeLease { .. }, _) => self.skip_hint(n, pass),
+      (S::Own | S::Lease, _) => self.skip_hint(n, pass),
       // A failed listing, or an answer of the wrong kind: the pass ends.
       _ => self.nodes[n].wake = None,
     }
   }
 
   fn wake_list(&mut self, n: usize, pass: u64) {
-    self.send(n, Purpose::WakeList { pass }, Op::ListHints);
+    self.wake_send(n, pass, WakeStep::List, Op::ListHints);
   }
 
   fn skip_hint(&mut self, n: usize, pass: u64) {
@@ -148,7 +154,7 @@ impl World {
       if at <= local {
         let c = p.hints[p.idx].0;
         p.judged_at = local;
-        return self.send(n, Purpose::WakeOwn { pass }, Op::GetOwn(c));
+        return self.wake_send(n, pass, WakeStep::Own, Op::GetOwn(c));
       }
       p.idx += 1;
     }
@@ -227,15 +233,7 @@ impl World {
     self.queue.extend(kept);
     self.tr(|| "quiet: faults and clients stop".to_string());
     let until = start + QUIET_MS;
-    while let Some(item) = self.queue.pop() {
-      if item.at > until {
-        self.queue.push(item);
-        break;
-      }
-      self.now = item.at;
-      self.stats.events += 1;
-      self.handle(item.ev);
-    }
+    self.run_until(until);
     self.now = self.now.max(until);
     for c in 0..self.p.cells {
       let Some(at) = self.store.hints[c] else {
