@@ -121,6 +121,24 @@ impl SyncBatch {
     self.files.len() + new_dirs.len() >= SYNCFS_FROM && syncfs_reports_errors()
   }
 
+  /// One syncfs per file system the round's files live on.
+  fn syncfs(&self) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let mut devices = HashSet::new();
+    let parents: HashSet<&Path> = self.files.iter().filter_map(|(p, _)| p.parent()).collect();
+    for dir in parents {
+      let d = std::fs::File::open(dir)?;
+      if devices.insert(d.metadata()?.dev()) {
+        // SAFETY: a valid descriptor we own.
+        if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+          return Err(std::io::Error::last_os_error());
+        }
+      }
+    }
+    Ok(())
+  }
+
   fn fsync(&self) -> std::io::Result<()> {
     if self.syncs_file_system() {
       return self.syncfs();
@@ -170,26 +188,6 @@ fn syncfs_reports_errors() -> bool {
       .map(|p| p.parse::<u32>().ok());
     matches!((parts.next(), parts.next()), (Some(Some(a)), Some(Some(b))) if (a, b) >= (5, 8))
   })
-}
-
-impl SyncBatch {
-  /// One syncfs per file system the round's files live on.
-  fn syncfs(&self) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let mut devices = HashSet::new();
-    let parents: HashSet<&Path> = self.files.iter().filter_map(|(p, _)| p.parent()).collect();
-    for dir in parents {
-      let d = std::fs::File::open(dir)?;
-      if devices.insert(d.metadata()?.dev()) {
-        // SAFETY: a valid descriptor we own.
-        if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-          return Err(std::io::Error::last_os_error());
-        }
-      }
-    }
-    Ok(())
-  }
 }
 
 /// A cell's WAL joins the next durability round (`dir`: its directory
