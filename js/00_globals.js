@@ -3,7 +3,7 @@
 // snapshot, so an isolate starts with these globals already defined.
 import { core, internals, primordials } from "ext:core/mod.js";
 
-const { ObjectDefineProperties, ObjectDefineProperty, SymbolFor } = primordials;
+const { ObjectDefineProperties, ObjectDefineProperty } = primordials;
 
 // deno_fetch's fetch() reaches for OpenTelemetry helpers; we do not ship
 // deno_telemetry, so give it inert ones (tracing is always off).
@@ -182,6 +182,9 @@ class ServiceWorkerGlobalScope extends event.EventTarget {}
 primordials.ObjectSetPrototypeOf(globalThis, ServiceWorkerGlobalScope.prototype);
 globalThis.ServiceWorkerGlobalScope = ServiceWorkerGlobalScope;
 event.setEventTargetData(globalThis);
+// Deno's console hook would name Deno on the global object's prototype
+// chain; console.log(globalThis) formats it generically instead.
+delete event.EventTarget.prototype[primordials.SymbolFor("Deno.privateCustomInspect")];
 event.saveGlobalThisReference(globalThis);
 // Called as bare functions, so they bind to globalThis themselves.
 const { FunctionPrototypeCall } = primordials;
@@ -259,8 +262,9 @@ core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
 // workerd has no Request.cache (without a compatibility flag).
 delete request.Request.prototype.cache;
 
-// Internal handles for the dispatch glue; not visible under a string key.
-globalThis[SymbolFor("cellhost.internal")] = {
+// Internal handles for the dispatch glue, exported to the other glue
+// modules only (never reachable from the global object).
+export const internal = {
   request,
   response,
   streams,

@@ -53,11 +53,33 @@ function idOf(t) {
   return ObjectPrototypeIsPrototypeOf(Timeout.prototype, t) ? t[SymbolToPrimitive]() : t;
 }
 
+// A string "callback" would be compiled as code (Deno's timers do that); workerd
+// refuses anything but a function, with Node's wording under its default
+// compatibility date (nodejs_compat).
+function checkCallback(callback) {
+  if (typeof callback === "function") return;
+  let received;
+  if (callback === null || callback === undefined) received = `Received ${callback}`;
+  else if (typeof callback === "object") {
+    const name = callback.constructor?.name;
+    received = name ? `Received an instance of ${name}` : `Received ${typeof callback}`;
+  } else {
+    let shown = typeof callback === "string" ? `'${callback}'` : `${String(callback)}`;
+    if (typeof callback === "string" && callback.length > 28) shown = `'${callback.slice(0, 25)}'...`;
+    received = `Received type ${typeof callback} (${shown})`;
+  }
+  const e = new TypeError(`The "callback" argument must be of type function. ${received}`);
+  e.code = "ERR_INVALID_ARG_TYPE";
+  throw e;
+}
+
 export function setTimeout(callback, delay = 0, ...args) {
+  checkCallback(callback);
   return new Timeout(denoSetTimeout(callback, delay, ...args), false, callback, delay, args);
 }
 
 export function setInterval(callback, delay = 0, ...args) {
+  checkCallback(callback);
   return new Timeout(denoSetInterval(callback, delay, ...args), true, callback, delay, args);
 }
 

@@ -7,11 +7,11 @@ import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
+import { internal } from "ext:cellhost/00_globals.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
   PromisePrototypeThen,
-  SymbolFor,
   TypeError,
   Error,
   JSONParse,
@@ -27,7 +27,6 @@ const {
   op_cellhost_log,
 } = core.ops;
 
-const internal = globalThis[SymbolFor("cellhost.internal")];
 const { request: requestMod, response: responseMod, streams, event } =
   internal;
 const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");

@@ -4,10 +4,11 @@
 import { core, primordials } from "ext:core/mod.js";
 import { RpcTarget } from "ext:cellhost/20_workers_module.js";
 import { socketFromRid } from "ext:cellhost/50_websocket.js";
+import { KEY } from "ext:cellhost/01_keys.js";
+import { internal } from "ext:cellhost/00_globals.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
-  SymbolFor,
   TypeError,
   RangeError,
   Error,
@@ -36,8 +37,6 @@ function outputGate() {
   return op_cell_gate_pending() ? op_cell_sync() : undefined;
 }
 
-const KEY = SymbolFor("cellhost.illegalConstructor");
-const internal = globalThis[SymbolFor("cellhost.internal")];
 
 export class DurableObjectId {
   #hex;
@@ -147,6 +146,17 @@ export function remoteError(json) {
   if (info.overloaded) e.overloaded = true;
   if (info.retryable) e.retryable = true;
   if (info.durableObjectId) e.durableObjectId = info.durableObjectId;
+  if (info.brokenStub) brokenStubErrors.add(e);
+  return e;
+}
+
+// Errors that break the stub they reached the caller through (the object was
+// reset by the runtime): that stub answers every later call with the same
+// error.
+const brokenStubErrors = new primordials.SafeWeakSet();
+
+function noteBroken(state, e) {
+  if (brokenStubErrors.has(e)) state.broken = e;
   return e;
 }
 
@@ -251,20 +261,23 @@ function serializeArgs(value) {
   }
 }
 
-async function rpc(ns, id, kind, method, args) {
+async function rpc(state, ns, id, kind, method, args) {
+  if (state.broken !== null) throw state.broken;
   const bytes = serializeArgs([kind, encode(args)]);
   await outputGate();
   const { 0: ok, 1: payload } = await op_do_call(ns, id.toString(), id.name, method, bytes);
-  if (!ok) throw remoteError(new TextDecoder().decode(payload));
+  if (!ok) throw noteBroken(state, remoteError(new TextDecoder().decode(payload)));
   return decode(core.deserialize(payload));
 }
 
 class DurableObjectStub {
   #ns;
   #id;
-  constructor(ns, id) {
+  #state;
+  constructor(ns, id, state) {
     this.#ns = ns;
     this.#id = id;
+    this.#state = state;
   }
   get id() {
     return this.#id;
@@ -276,6 +289,7 @@ class DurableObjectStub {
     return "DurableObject";
   }
   async fetch(input, init) {
+    if (this.#state.broken !== null) throw this.#state.broken;
     let req;
     try {
       req = new Request(input, init);
@@ -300,7 +314,7 @@ class DurableObjectStub {
       headers,
       bodyRid,
     );
-    if (res.error !== null) throw remoteError(res.error);
+    if (res.error !== null) throw noteBroken(this.#state, remoteError(res.error));
     if (res.wsRid !== null) {
       return new Response(null, {
         status: 101,
@@ -318,7 +332,8 @@ class DurableObjectStub {
 const STUB_OWN = ["fetch", "id", "name"];
 
 function makeStub(ns, id) {
-  const stub = new DurableObjectStub(ns, id);
+  const state = { broken: null };
+  const stub = new DurableObjectStub(ns, id, state);
   return new Proxy(stub, {
     get(target, prop) {
       if (prop === "constructor") {
@@ -333,8 +348,8 @@ function makeStub(ns, id) {
       }
       if (prop === "then") return undefined; // a stub is not a promise
       // stub.method(...args) calls; `await stub.prop` reads a property.
-      const call = (...args) => rpc(ns, id, "call", prop, args);
-      call.then = (resolve, reject) => rpc(ns, id, "get", prop, []).then(resolve, reject);
+      const call = (...args) => rpc(state, ns, id, "call", prop, args);
+      call.then = (resolve, reject) => rpc(state, ns, id, "get", prop, []).then(resolve, reject);
       return call;
     },
     has(target, prop) {

@@ -15,6 +15,7 @@ import {
 import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
 import * as hib from "ext:cellhost/45_hibernation.js";
 import { kState } from "ext:cellhost/50_websocket.js";
+import { KEY } from "ext:cellhost/01_keys.js";
 
 const {
   ArrayIsArray,
@@ -34,7 +35,6 @@ const {
   PromiseReject,
   PromiseResolve,
   SafeMap,
-  SymbolFor,
   SymbolIterator,
   TypeError,
 } = primordials;
@@ -68,7 +68,6 @@ const {
   op_defer,
 } = core.ops;
 
-const KEY = SymbolFor("cellhost.illegalConstructor");
 const EVICT_AFTER_MS = 10_000;
 const BCW_TIMEOUT_MS = 30_000;
 const RESERVED = [

@@ -14,7 +14,6 @@ const {
   RangeError,
   ReflectConstruct,
   SafeWeakMap,
-  SymbolFor,
   TypeError,
   Error,
 } = primordials;
@@ -30,9 +29,8 @@ const {
   op_cell_sync,
 } = core.ops;
 
-const KEY = SymbolFor("cellhost.illegalConstructor");
-export const kTake = SymbolFor("cellhost.ws.take");
-export const kState = SymbolFor("cellhost.ws.state");
+import { KEY, kState, kTake } from "ext:cellhost/01_keys.js";
+export { kState, kTake };
 const CONNECTING = 0, OPEN = 1, CLOSING = 2, CLOSED = 3;
 const encoder = new TextEncoder();
 

@@ -1,5 +1,7 @@
 // Snapshot entry point: builds the global scope and exposes the hooks the
-// host calls after loading a Worker.
+// host calls after loading a Worker. The host takes both hooks (and
+// deno_core's `Deno`/`__bootstrap`) off the global object before any user
+// code runs (see runtime/host/src/isolate.rs, `seal`).
 import { primordials } from "ext:core/mod.js";
 import "ext:cellhost/00_globals.js";
 import "ext:cellhost/50_websocket.js";

@@ -1,8 +1,10 @@
 //! The object-store contract cellhost relies on.
 //!
 //! A fleet coordinates only through one bucket, so every conditional write here answers
-//! with exactly one of *applied*, *rejected* or *ambiguous*. Ambiguous means "may have
-//! happened": the caller must reconcile by reading, never by retrying blindly.
+//! with exactly one of *applied*, *rejected*, *failed* or *ambiguous*. Failed means
+//! "provably never reached the store": nothing changed, and retrying is safe. Ambiguous
+//! means "may have happened": the caller must reconcile by reading, never by retrying
+//! blindly.
 //!
 //! Backends: `file:///abs/path` (our own directory bucket, atomic across processes on one
 //! machine), `s3://NAME[/PREFIX]`, `gs://NAME[/PREFIX]` and `az://NAME[/PREFIX]` (through
@@ -35,6 +37,10 @@ pub enum WriteOutcome {
   Applied(Version),
   /// The store cleanly refused it: the object exists (create) or changed (cas).
   Rejected,
+  /// The write provably did not reach the store (staging failed, the connection was never
+  /// made, the store refused the credentials): nothing changed. Retrying is safe; the
+  /// condition still holds or fails on its own.
+  Failed(String),
   /// Anything else: the write may or may not have happened. Reconcile by reading.
   Ambiguous(String),
   /// The store does not implement this conditional write at all, so nothing happened.

@@ -11,6 +11,11 @@
 //! `cas` and `delete` also hold, so "compare the token, then replace" cannot interleave
 //! with another process. The parent directory is fsynced before success is reported.
 //!
+//! A conditional write that fails before its `link()`/`rename()` (staging, the lock, the
+//! token check, the link or rename itself, each atomic) changed nothing: it is `Failed`,
+//! and safe to retry. Only a failure after the object is in place (the directory fsync) is
+//! `Ambiguous`, since the new object may or may not survive a crash.
+//!
 //! Limits that follow from using a real directory tree: a key cannot be both an object and
 //! a prefix of another (`a` and `a/b`; S3 allows it), and deleting the last object under a
 //! prefix leaves its (empty) directories behind. Directories are never removed, so a create
@@ -176,7 +181,7 @@ impl LocalDir {
     let token = crate::unique_token();
     let tmp = match self.stage(data, &token) {
       Ok(t) => t,
-      Err(e) => return WriteOutcome::Ambiguous(format!("staging {key}: {e}")),
+      Err(e) => return WriteOutcome::Failed(format!("staging {key}: {e}")),
     };
     let dest = self.object(key);
     let parent = dest.parent().unwrap_or(&self.root);
@@ -191,7 +196,8 @@ impl LocalDir {
         Err(e) => WriteOutcome::Ambiguous(format!("fsync after create {key}: {e}")),
       },
       Err(e) if e.kind() == io::ErrorKind::AlreadyExists => WriteOutcome::Rejected,
-      Err(e) => WriteOutcome::Ambiguous(format!("create {key}: {e}")),
+      // link() is atomic: when it fails, no object appeared.
+      Err(e) => WriteOutcome::Failed(format!("create {key}: {e}")),
     }
   }
 
@@ -202,28 +208,31 @@ impl LocalDir {
     let token = crate::unique_token();
     let tmp = match self.stage(data, &token) {
       Ok(t) => t,
-      Err(e) => return WriteOutcome::Ambiguous(format!("staging {key}: {e}")),
+      Err(e) => return WriteOutcome::Failed(format!("staging {key}: {e}")),
     };
     let dest = self.object(key);
-    let res = (|| -> io::Result<bool> {
-      let _lock = self.lock(key)?;
+    let out = (|| {
+      let failed = |e: io::Error| WriteOutcome::Failed(format!("cas {key}: {e}"));
+      let _lock = self.lock(key).map_err(failed)?;
       let current = match File::open(&dest) {
-        Ok(mut f) => read_token(&mut f)?,
+        Ok(mut f) => read_token(&mut f).map_err(failed)?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
+        Err(e) => return Err(failed(e)),
       };
       if current != want {
         return Ok(false);
       }
-      fs::rename(&tmp, &dest)?;
-      sync_dir(dest.parent().unwrap_or(&self.root))?;
+      // rename() is atomic: when it fails, the old object is still in place.
+      fs::rename(&tmp, &dest).map_err(failed)?;
+      sync_dir(dest.parent().unwrap_or(&self.root))
+        .map_err(|e| WriteOutcome::Ambiguous(format!("fsync after cas {key}: {e}")))?;
       Ok(true)
     })();
     let _ = fs::remove_file(&tmp);
-    match res {
+    match out {
       Ok(true) => WriteOutcome::Applied(version(token)),
       Ok(false) => WriteOutcome::Rejected,
-      Err(e) => WriteOutcome::Ambiguous(format!("cas {key}: {e}")),
+      Err(o) => o,
     }
   }
 

@@ -189,7 +189,9 @@ fn unclear_or_fault(step: &'static str, what: &str, out: WriteOutcome) -> Stop {
       step,
       format!("the store does not support {what} ({step}): {m}; {NO_FENCE}"),
     ),
-    WriteOutcome::Ambiguous(m) => Stop::Unclear(format!("{what} ({step}): {m}")),
+    WriteOutcome::Ambiguous(m) | WriteOutcome::Failed(m) => {
+      Stop::Unclear(format!("{what} ({step}): {m}"))
+    }
     other => Stop::Unclear(format!("{what} ({step}): unexpected {other:?}")),
   }
 }

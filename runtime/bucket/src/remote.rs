@@ -152,7 +152,32 @@ impl Remote {
       Err(
         e @ (object_store::Error::NotImplemented { .. } | object_store::Error::NotSupported { .. }),
       ) => WriteOutcome::Unsupported(e.to_string()),
+      Err(e) if never_sent(&e) => WriteOutcome::Failed(e.to_string()),
       Err(e) => WriteOutcome::Ambiguous(e.to_string()),
+    }
+  }
+}
+
+/// Whether a failed write provably left the object alone. Conservative: the store refused
+/// the credentials (401/403, answered before anything is applied), the path was refused
+/// before a request was built, or no connection was ever made. A timeout, a reset, a 5xx
+/// (even for a conditional PUT) may all follow an applied write, so they stay ambiguous.
+fn never_sent(e: &object_store::Error) -> bool {
+  use object_store::client::{HttpError, HttpErrorKind};
+  match e {
+    object_store::Error::PermissionDenied { .. }
+    | object_store::Error::Unauthenticated { .. }
+    | object_store::Error::InvalidPath { .. } => true,
+    e => {
+      let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+      while let Some(c) = cause {
+        if let Some(h) = c.downcast_ref::<HttpError>() {
+          // The request itself failed to connect; a later step cannot have been reached.
+          return h.kind() == HttpErrorKind::Connect;
+        }
+        cause = c.source();
+      }
+      false
     }
   }
 }

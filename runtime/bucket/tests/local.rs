@@ -251,3 +251,71 @@ async fn remote_urls_build_clients() {
 async fn memory_ranges() {
   ranges(Bucket::memory()).await;
 }
+
+/// A staging failure happens before anything is linked or renamed into place, so the write
+/// provably did not happen: `Failed` (retry), never `Ambiguous` (issue 10: a blip of the
+/// staging directory fenced healthy nodes). Root ignores permissions, so the staging
+/// directory is replaced by a regular file instead of made unwritable.
+#[tokio::test]
+async fn local_staging_failure_is_a_plain_failure() {
+  let dir = TempDir::new("staging");
+  let b = open(&dir);
+  let v1 = applied(b.create("nodes/n1.json", "one").await);
+  let tmp = dir.0.join(".cellhost-bucket").join("tmp");
+  std::fs::remove_dir_all(&tmp).unwrap();
+  std::fs::write(&tmp, "not a directory").unwrap();
+
+  for (what, out) in [
+    ("create", b.create("nodes/n2.json", "x").await),
+    ("cas", b.cas("nodes/n1.json", "two", &v1).await),
+  ] {
+    match out {
+      WriteOutcome::Failed(m) => assert!(m.contains("staging"), "{what}: {m}"),
+      other => panic!("{what} with the staging directory gone: expected Failed, got {other:?}"),
+    }
+  }
+  assert!(b.put("nodes/n3.json", "x").await.is_err());
+  // Nothing reached the store.
+  assert_eq!(b.get("nodes/n2.json").await.unwrap(), None);
+  let (body, v) = b.get("nodes/n1.json").await.unwrap().unwrap();
+  assert_eq!((body.as_ref(), &v), (&b"one"[..], &v1));
+
+  // The store comes back: the same conditional writes now apply.
+  std::fs::remove_file(&tmp).unwrap();
+  std::fs::create_dir(&tmp).unwrap();
+  applied(b.create("nodes/n2.json", "x").await);
+  applied(b.cas("nodes/n1.json", "two", &v1).await);
+}
+
+/// A conditional write whose connection was never made did not reach the store: `Failed`.
+#[tokio::test]
+async fn remote_refused_connection_is_a_plain_failure() {
+  // A port nobody listens on: the connection is refused before a byte is sent.
+  let port = std::net::TcpListener::bind("127.0.0.1:0")
+    .unwrap()
+    .local_addr()
+    .unwrap()
+    .port();
+  let o = BucketOptions {
+    endpoint: Some(format!("http://127.0.0.1:{port}")),
+    region: Some("us-east-1".into()),
+    config: vec![
+      ("aws_access_key_id".into(), "k".into()),
+      ("aws_secret_access_key".into(), "s".into()),
+    ],
+  };
+  let b = Bucket::open("s3://bkt", &o).unwrap();
+  let v = cellhost_bucket::Version {
+    e_tag: Some("\"e\"".into()),
+    version: None,
+  };
+  for (what, out) in [
+    ("create", b.create("nodes/n1.json", "x").await),
+    ("cas", b.cas("nodes/n1.json", "x", &v).await),
+  ] {
+    assert!(
+      matches!(out, WriteOutcome::Failed(_)),
+      "{what} against a closed port: expected Failed, got {out:?}"
+    );
+  }
+}

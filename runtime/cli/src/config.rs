@@ -158,7 +158,20 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       env.insert(k, Value::String(v));
     }
   }
-  spec(name, dir.join(main), env, dos, data_dir)
+  let mut worker = spec(name, dir.join(main), env, dos, data_dir)?;
+  worker.spec.eval_during_startup =
+    eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  Ok(worker)
+}
+
+/// workerd's `allow_eval_during_startup`: on from 2025-06-01 (or by flag),
+/// code generation from strings works while the Worker's top level runs.
+fn eval_during_startup(date: Option<&str>, flags: &[String]) -> bool {
+  let flag = |f: &str| flags.iter().any(|x| x == f);
+  if flag("disallow_eval_during_startup") {
+    return false;
+  }
+  flag("allow_eval_during_startup") || date.is_none_or(|d| d >= "2025-06-01")
 }
 
 fn spec(
@@ -187,6 +200,7 @@ fn spec(
       durable_objects,
       data_dir,
       fleet: None,
+      eval_during_startup: true,
     },
   })
 }

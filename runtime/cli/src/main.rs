@@ -67,6 +67,12 @@ struct RunArgs {
   /// wake due alarms of cells whose owner stopped.
   #[arg(long, default_value_t = 30_000, requires = "bucket")]
   wake_poll_ms: u64,
+  /// Where the Worker's outbound connections (fetch, WebSocket clients) may
+  /// go: `all` (as `wrangler dev`), `public` (no loopback, private,
+  /// link-local or metadata addresses, checked after DNS and on every
+  /// redirect) or `none`.
+  #[arg(long, default_value = "all")]
+  egress: cellhost_host::Egress,
 }
 
 #[derive(clap::Args)]
@@ -134,6 +140,7 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+  cellhost_host::set_egress(args.egress);
   let mut worker = config::load(&args.path, &args.data)?;
   let fleet = match (&args.bucket, &args.node) {
     (Some(url), Some(node)) => {

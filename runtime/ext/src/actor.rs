@@ -269,13 +269,13 @@ pub async fn op_do_call_export(
 /// The object's answer to an RPC call; waits for the output gate.
 #[op2(fast)]
 pub fn op_do_reply(state: &mut OpState, #[smi] id: u32, ok: bool, #[buffer] payload: &[u8]) {
-  let round = gated(state, id);
+  let gate = gated(state, id);
   inbox(state).complete_rpc(
     id,
     RpcReply {
       ok,
       payload: payload.to_vec(),
     },
-    round,
+    gate,
   );
 }

@@ -47,6 +47,12 @@ pub struct Cells {
   repl: HashMap<u32, crate::replica::Repl>,
   /// LTX objects of commits not yet handed to a durability round.
   uploads: Vec<(u32, cellhost_fleet::Upload)>,
+  /// Cells that committed since the last durability round started, with
+  /// their keys: the cells the next round makes durable.
+  since_batch: HashMap<u32, String>,
+  /// Rounds settle in order; once one failed for a cell, later rounds do
+  /// not acknowledge it (the logic core's gap rule).
+  latch: cellhost_logic::ack::RoundLatch<u32>,
 }
 
 /// A file a durability round must fsync.
@@ -62,6 +68,8 @@ pub struct Unsynced {
 /// objects to publish.
 pub struct SyncBatch {
   pub round: u64,
+  /// The cells whose commits this round makes durable, with their keys.
+  pub cells: Vec<(u32, String)>,
   pub files: Vec<(PathBuf, Unsynced)>,
   uploads: Vec<(u32, cellhost_fleet::Upload)>,
   fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
@@ -79,10 +87,11 @@ impl SyncBatch {
   /// The blocking part: fsync, then (with a bucket) the acknowledgement
   /// rule over this round's LTX objects.
   pub fn run(self) -> Result<(), SyncFailure> {
-    let all: Vec<u32> = self.uploads.iter().map(|(h, _)| *h).collect();
+    // An fsync that failed may have dropped any of the round's pages.
+    let all: Vec<u32> = self.cells.iter().map(|(h, _)| *h).collect();
     self.fsync().map_err(|e| SyncFailure {
       message: format!("Durable Object reset because its storage could not be made durable: {e}"),
-      cells: all,
+      cells: all.clone(),
     })?;
     let Some(fleet) = self.fleet else {
       return Ok(());
@@ -92,12 +101,14 @@ impl SyncBatch {
     fleet.publish_blocking(uploads).map_err(|failed| {
       // The node lease lapsed (empty scope): every cell of the round.
       let whole = failed.iter().any(|(s, _)| s.is_empty());
-      let cells = handles
-        .iter()
-        .zip(&scopes)
-        .filter(|(_, s)| whole || failed.iter().any(|(f, _)| f == *s))
-        .map(|(h, _)| *h)
-        .collect();
+      let cells = if whole {
+        all
+      } else {
+        (handles.iter().zip(&scopes))
+          .filter(|(_, s)| failed.iter().any(|(f, _)| f == *s))
+          .map(|(h, _)| *h)
+          .collect()
+      };
       let message = failed
         .into_iter()
         .map(|(_, m)| m)
@@ -221,6 +232,8 @@ impl Cells {
       by_key: HashMap::new(),
       key_of: HashMap::new(),
       last_round: HashMap::new(),
+      since_batch: HashMap::new(),
+      latch: Default::default(),
     }
   }
 
@@ -280,6 +293,9 @@ impl Cells {
       match committed {
         Ok(()) => {
           self.last_round.insert(h, self.committed);
+          if let Some(key) = self.key_of.get(&h) {
+            self.since_batch.insert(h, key.clone());
+          }
           let first = self.dir_synced.insert(h);
           note_unsynced(&mut self.unsynced, db, first);
           if first {
@@ -304,7 +320,8 @@ impl Cells {
   }
 
   /// What callers see when a commit failed, and whether the error carries
-  /// `durableObjectReset` (workerd's wording and flags).
+  /// `durableObjectReset` (workerd's wording and flags: a constraint the
+  /// application left violated is its own doing, so not flagged).
   pub fn commit_failure(reason: &str) -> (String, bool) {
     if reason.contains("SQLITE_CONSTRAINT") {
       let msg = format!(
@@ -319,6 +336,66 @@ impl Cells {
     }
   }
 
+  /// The end-of-turn commit: every open implicit transaction commits. A
+  /// cell whose commit failed is reset at once: its database rolled back,
+  /// its storage refuses further use, and the returned map (key: the
+  /// error) tells the output gate which replies must fail.
+  pub fn commit_turn(&mut self) -> HashMap<String, (String, bool)> {
+    let mut out = HashMap::new();
+    for (h, reason) in self.commit_all() {
+      let (msg, reset) = Self::commit_failure(&reason);
+      self.failed.insert(h, msg.clone());
+      if let Some(key) = self.key_of.get(&h) {
+        out.insert(key.clone(), (msg, reset));
+      }
+    }
+    out
+  }
+
+  /// A durability round settled (in round order): the cells whose writes
+  /// must not be acknowledged — those the round failed for, and, by the
+  /// gap rule, those an earlier round failed for — are reset; the map
+  /// (key: the error) tells the output gate which replies must fail.
+  pub fn settle_round(
+    &mut self,
+    round: u64,
+    covered: &[(u32, String)],
+    result: Result<(), SyncFailure>,
+  ) -> HashMap<String, (String, bool)> {
+    let handles: Vec<u32> = covered.iter().map(|(h, _)| *h).collect();
+    let (failed, message) = match result {
+      Ok(()) => (Vec::new(), None),
+      // A round that failed as a whole (its task died) fails every cell.
+      Err(f) if f.cells.is_empty() => (handles.clone(), Some(f.message)),
+      Err(f) => (f.cells, Some(f.message)),
+    };
+    if message.is_some() {
+      // storage.sync() calls this round covers learn that it failed.
+      for (_, tx) in self.sync_waiters.extract_if(.., |(r, _)| *r <= round) {
+        let _ = tx.send(false);
+      }
+    }
+    self.mark_durable(round);
+    let mut out = HashMap::new();
+    for h in self.latch.settle(&handles, &failed) {
+      let msg = message.clone().unwrap_or_else(|| {
+        "Durable Object reset because an earlier write of it could not be made durable".into()
+      });
+      let msg = self.failed.get(&h).cloned().unwrap_or(msg);
+      let key = (covered.iter())
+        .find(|(c, _)| *c == h)
+        .map(|(_, k)| k.clone())
+        .or_else(|| self.key_of.get(&h).cloned());
+      if self.dbs.contains_key(&h) {
+        self.failed.insert(h, msg.clone());
+      }
+      if let Some(key) = key {
+        out.insert(key, (msg, true));
+      }
+    }
+    out
+  }
+
   /// The WAL files the next durability round must fsync, if any.
   pub fn take_unsynced(&mut self) -> Option<SyncBatch> {
     if self.unsynced.is_empty() && self.uploads.is_empty() {
@@ -327,20 +404,11 @@ impl Cells {
     let files = self.unsynced.drain().collect();
     Some(SyncBatch {
       round: self.committed,
+      cells: self.since_batch.drain().collect(),
       files,
       uploads: std::mem::take(&mut self.uploads),
       fleet: self.fleet.clone(),
     })
-  }
-
-  /// A durability round failed for these cells: each is reset on its next
-  /// event (and, with a bucket, taken again, or refused).
-  pub fn fail_cells(&mut self, cells: &[u32], message: &str) {
-    for h in cells {
-      if self.dbs.contains_key(h) {
-        self.failed.insert(*h, message.to_string());
-      }
-    }
   }
 
   pub fn committed(&self) -> u64 {
@@ -361,6 +429,11 @@ impl Cells {
   }
 
   pub(crate) fn db(&mut self, h: u32) -> Result<&mut CellDb, JsErrorBox> {
+    // A reset object's storage answers with the reason of the reset until
+    // the object is rebuilt on its next event.
+    if let Some(why) = self.failed.get(&h) {
+      return Err(JsErrorBox::generic(why.clone()));
+    }
     self
       .dbs
       .get_mut(&h)

@@ -106,8 +106,13 @@ pub struct Inbox {
   pending_rpc: RefCell<HashMap<u32, oneshot::Sender<RpcReply>>>,
   /// Which output gate each pending job's reply passes (see `Gate`).
   gates: RefCell<HashMap<u32, Gate>>,
-  /// Replies waiting for the end-of-turn commit (the output gate).
-  held: RefCell<Vec<(u64, Held)>>,
+  /// Replies waiting for the end-of-turn commit (the output gate), with the
+  /// commit round they wait for and the cell whose writes they could reveal
+  /// (`None`: any cell of the isolate).
+  held: RefCell<Vec<(u64, Option<String>, Held)>>,
+  /// Jobs in flight whose object was reset (its writes were lost): whatever
+  /// they answer later goes out as this error (message, `durableObjectReset`).
+  doomed: RefCell<HashMap<u32, (String, bool)>>,
   next_id: Cell<u32>,
 }
 
@@ -137,6 +142,7 @@ impl Inbox {
       pending_rpc: Default::default(),
       gates: Default::default(),
       held: Default::default(),
+      doomed: Default::default(),
       next_id: Cell::new(1),
     }
   }
@@ -151,6 +157,7 @@ impl Inbox {
   pub fn fail_in_flight(&self, reason: &str) {
     self.held.borrow_mut().clear();
     self.gates.borrow_mut().clear();
+    self.doomed.borrow_mut().clear();
     // The objects on this isolate are gone with it: callers see a reset.
     let error = error_json(reason, true);
     for (_, tx) in self.pending.borrow_mut().drain() {
@@ -179,39 +186,74 @@ impl Inbox {
       if held.is_empty() {
         return;
       }
-      let (ready, wait): (Vec<_>, Vec<_>) = held.drain(..).partition(|(r, _)| *r <= round);
+      let (ready, wait): (Vec<_>, Vec<_>) = held.drain(..).partition(|(r, _, _)| *r <= round);
       *held = wait;
-      ready.into_iter().map(|(_, h)| h).collect()
+      ready.into_iter().map(|(_, _, h)| h).collect()
     };
     for h in ready {
-      match (h, failed) {
-        (Held::Frame(tx, msg), None) => {
-          let _ = tx.send(msg);
+      self.deliver(h, failed);
+    }
+  }
+
+  /// Objects whose writes were lost (a failed commit, a durability round
+  /// that failed, or one after such a round): each is reset. Every reply of
+  /// theirs the gate holds, and every reply their events in flight give
+  /// later, goes out as the error; output gated on the whole isolate up to
+  /// `round` (calls into exported functions, WebSocket frames) could reveal
+  /// the lost writes too, so it fails (frames are dropped).
+  pub fn fail_cells(&self, failed: &HashMap<String, (String, bool)>, round: u64) {
+    if failed.is_empty() {
+      return;
+    }
+    let any = failed.values().next().map(|(m, r)| (m.as_str(), *r));
+    let doomed: Vec<(Held, (String, bool))> = {
+      let mut held = self.held.borrow_mut();
+      let mut out = Vec::new();
+      let mut keep = Vec::new();
+      for (r, key, h) in held.drain(..) {
+        match key.as_ref().and_then(|k| failed.get(k)) {
+          Some(why) => out.push((h, why.clone())),
+          None if key.is_none() && r <= round => {
+            let (m, reset) = any.expect("failed is not empty");
+            out.push((h, (m.to_string(), reset)));
+          }
+          None => keep.push((r, key, h)),
         }
-        // The writes before it were lost: the frame must not leave.
-        (Held::Frame(..), Some(_)) => {}
-        (Held::Http(id, reply), None) => self.send_http(id, reply),
-        (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
-        (Held::Http(id, _), Some((reason, reset))) => {
-          // JSON, so a `stub.fetch()` caller rebuilds the error (see js/).
-          let body = ReplyBody::Error(String::from_utf8_lossy(&error_json(reason, reset)).into());
-          self.send_http(
-            id,
-            HttpReply {
-              status: 500,
-              headers: Vec::new(),
-              body,
-            },
-          )
-        }
-        (Held::Rpc(id, _), Some((reason, reset))) => self.send_rpc(
-          id,
-          RpcReply {
-            ok: false,
-            payload: error_json(reason, reset),
-          },
-        ),
       }
+      *held = keep;
+      out
+    };
+    for (h, (m, reset)) in doomed {
+      self.deliver(h, Some((&m, reset)));
+    }
+    let gates = self.gates.borrow();
+    let mut dm = self.doomed.borrow_mut();
+    for (id, gate) in gates.iter() {
+      if let Gate::Cell(key) = gate
+        && let Some(why) = failed.get(key)
+      {
+        dm.insert(*id, why.clone());
+      }
+    }
+  }
+
+  fn deliver(&self, h: Held, failed: Option<(&str, bool)>) {
+    match (h, failed) {
+      (Held::Frame(tx, msg), None) => {
+        let _ = tx.send(msg);
+      }
+      // The writes before it were lost: the frame must not leave.
+      (Held::Frame(..), Some(_)) => {}
+      (Held::Http(id, reply), None) => self.send_http(id, reply),
+      (Held::Rpc(id, reply), None) => self.send_rpc(id, reply),
+      (Held::Http(id, _), Some((reason, reset))) => self.send_http(id, http_error(reason, reset)),
+      (Held::Rpc(id, _), Some((reason, reset))) => self.send_rpc(
+        id,
+        RpcReply {
+          ok: false,
+          payload: error_json(reason, reset),
+        },
+      ),
     }
   }
 
@@ -228,11 +270,16 @@ impl Inbox {
     }
   }
 
-  fn complete(&self, id: u32, reply: HttpReply, round: u64) {
-    if round > 0 {
-      self.held.borrow_mut().push((round, Held::Http(id, reply)));
-    } else {
-      self.send_http(id, reply);
+  fn complete(&self, id: u32, reply: HttpReply, gate: (u64, Option<String>)) {
+    if let Some((m, reset)) = self.doomed.borrow_mut().remove(&id) {
+      return self.send_http(id, http_error(&m, reset));
+    }
+    match gate {
+      (0, _) => self.send_http(id, reply),
+      (round, key) => self
+        .held
+        .borrow_mut()
+        .push((round, key, Held::Http(id, reply))),
     }
   }
 
@@ -242,21 +289,43 @@ impl Inbox {
     tx: tokio::sync::mpsc::UnboundedSender<crate::ws::WsMsg>,
     msg: crate::ws::WsMsg,
   ) {
-    self.held.borrow_mut().push((round, Held::Frame(tx, msg)));
+    self
+      .held
+      .borrow_mut()
+      .push((round, None, Held::Frame(tx, msg)));
   }
 
-  pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, round: u64) {
-    if round > 0 {
-      self.held.borrow_mut().push((round, Held::Rpc(id, reply)));
-    } else {
-      self.send_rpc(id, reply);
+  pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, gate: (u64, Option<String>)) {
+    if let Some((m, reset)) = self.doomed.borrow_mut().remove(&id) {
+      let payload = error_json(&m, reset);
+      return self.send_rpc(id, RpcReply { ok: false, payload });
+    }
+    match gate {
+      (0, _) => self.send_rpc(id, reply),
+      (round, key) => self
+        .held
+        .borrow_mut()
+        .push((round, key, Held::Rpc(id, reply))),
     }
   }
 }
 
+/// A failed reply to an HTTP job: JSON, so a `stub.fetch()` caller rebuilds
+/// the error (see js/).
+fn http_error(reason: &str, reset: bool) -> HttpReply {
+  HttpReply {
+    status: 500,
+    headers: Vec::new(),
+    body: ReplyBody::Error(String::from_utf8_lossy(&error_json(reason, reset)).into()),
+  }
+}
+
 /// An error as it crosses to an RPC caller (see js/30_durable_objects.js).
+/// These come from the runtime (the object was reset or its isolate is
+/// gone), so the caller's stub breaks: its later calls get the same error,
+/// as on workerd, and a new stub reaches the rebuilt object.
 fn error_json(message: &str, reset: bool) -> Vec<u8> {
-  let mut v = serde_json::json!({"name": "Error", "message": message});
+  let mut v = serde_json::json!({"name": "Error", "message": message, "brokenStub": true});
   if reset {
     v["durableObjectReset"] = true.into();
   }
@@ -300,15 +369,16 @@ pub(crate) fn inbox(state: &OpState) -> Rc<Inbox> {
 }
 
 /// The output gate: the commit round the reply to job `id` must wait for
-/// (0: none).
-pub(crate) fn gated(state: &OpState, id: u32) -> u64 {
+/// (0: none), and the object whose writes it could reveal (`None`: any).
+pub(crate) fn gated(state: &OpState, id: u32) -> (u64, Option<String>) {
+  let gate = inbox(state).gates.borrow_mut().remove(&id);
   let Some(cells) = state.try_borrow::<crate::cell::Cells>() else {
-    return 0;
+    return (0, None);
   };
-  match inbox(state).gates.borrow_mut().remove(&id) {
-    None => 0,
-    Some(Gate::Cell(key)) => cells.gate_round_for(&key),
-    Some(Gate::Isolate) => cells.gate_round(),
+  match gate {
+    None => (0, None),
+    Some(Gate::Cell(key)) => (cells.gate_round_for(&key), Some(key)),
+    Some(Gate::Isolate) => (cells.gate_round(), None),
   }
 }
 
@@ -468,8 +538,8 @@ pub(crate) fn respond(
     headers,
     body,
   };
-  let round = gated(state, id);
-  inbox(state).complete(id, reply, round);
+  let gate = gated(state, id);
+  inbox(state).complete(id, reply, gate);
 }
 
 /// Reads a readable resource (a JavaScript stream) into a channel, so the

@@ -10,6 +10,7 @@ mod actor;
 mod alarm;
 mod body;
 mod cell;
+pub mod egress;
 mod http;
 mod id;
 mod replica;
@@ -81,6 +82,7 @@ deno_core::extension!(
   esm = [
     dir "../../js",
     "00_globals.js",
+    "01_keys.js",
     "05_timers.js",
     "10_dispatch.js",
     "30_durable_objects.js",

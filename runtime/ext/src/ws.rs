@@ -390,9 +390,20 @@ pub async fn op_ws_connect(
       req.headers_mut().insert(k, v);
     }
   }
-  let (ws, res) = tokio_tungstenite::connect_async(req)
+  // The egress policy decides on the resolved address, and the connection
+  // goes to that address (a second lookup could answer differently).
+  let host = req.uri().host().unwrap_or("").to_string();
+  let tls = req.uri().scheme_str() == Some("wss");
+  let port = req.uri().port_u16().unwrap_or(if tls { 443 } else { 80 });
+  let failed =
+    |e: String| JsErrorBox::generic(format!("WebSocket connection to {url} failed: {e}"));
+  let addrs = crate::egress::resolve(&host, port).await.map_err(failed)?;
+  let stream = tokio::net::TcpStream::connect(&addrs[..])
     .await
-    .map_err(|e| JsErrorBox::generic(format!("WebSocket connection to {url} failed: {e}")))?;
+    .map_err(|e| failed(e.to_string()))?;
+  let (ws, res) = tokio_tungstenite::client_async_tls(req, stream)
+    .await
+    .map_err(|e| failed(e.to_string()))?;
   let header = |n: &str| {
     res
       .headers()

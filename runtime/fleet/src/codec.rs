@@ -29,9 +29,19 @@ pub fn answer(w: WriteOutcome) -> Result<WriteAnswer, String> {
     WriteOutcome::Applied(v) => Ok(WriteAnswer::Applied(token(&v))),
     WriteOutcome::Rejected => Ok(WriteAnswer::Rejected),
     WriteOutcome::Ambiguous(_) => Ok(WriteAnswer::Ambiguous),
+    WriteOutcome::Failed(m) => Ok(WriteAnswer::Failed(StoreError(m))),
     // Without conditional writes nothing can be fenced: never go on.
     WriteOutcome::Unsupported(m) => Err(format!("the bucket cannot do conditional writes: {m}")),
   }
+}
+
+/// [`answer`], handing an ambiguous write's words to `note` (the machine
+/// quotes them when it gives up).
+pub fn answer_noting(w: WriteOutcome, note: impl FnOnce(&str)) -> Result<WriteAnswer, String> {
+  if let WriteOutcome::Ambiguous(m) = &w {
+    note(m);
+  }
+  answer(w)
 }
 
 pub fn store_err(e: impl std::fmt::Display) -> StoreError {

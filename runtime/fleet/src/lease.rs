@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use cellhost_bucket::Bucket;
-use cellhost_logic::lease::{
-  FENCE_EXIT_CODE, LeaseConfig, LeaseKeeper, LeaseStep, can_acknowledge, lease_key,
-};
+use cellhost_bucket::{Bucket, WriteOutcome};
+use cellhost_logic::lease::{LeaseConfig, LeaseKeeper, LeaseStep, can_acknowledge, lease_key};
 use tokio::sync::{Notify, oneshot};
 
 use crate::codec::*;
@@ -23,6 +21,9 @@ pub struct LeaseState {
   close: Notify,
   retired: Notify,
   done: AtomicBool,
+  /// The fence line, where a unit test keeps its process.
+  #[cfg(test)]
+  fenced: std::sync::Mutex<Option<String>>,
 }
 
 impl LeaseState {
@@ -34,6 +35,8 @@ impl LeaseState {
       close: Notify::new(),
       retired: Notify::new(),
       done: AtomicBool::new(false),
+      #[cfg(test)]
+      fenced: Default::default(),
     })
   }
 
@@ -49,10 +52,20 @@ impl LeaseState {
   }
 }
 
-fn fence(line: &str) -> ! {
+/// Logs the fence line and exits with code 3. The crate's unit tests keep
+/// their process: they record the line, and the keeper stops.
+fn fence(state: &LeaseState, line: &str) {
   tracing::error!("{line}");
   eprintln!("{line}");
-  std::process::exit(FENCE_EXIT_CODE);
+  #[cfg(test)]
+  {
+    *state.fenced.lock().unwrap() = Some(line.to_string());
+  }
+  #[cfg(not(test))]
+  {
+    let _ = state;
+    std::process::exit(cellhost_logic::lease::FENCE_EXIT_CODE);
+  }
 }
 
 /// Starts the keeper; the receiver answers once the first lease is held.
@@ -69,6 +82,7 @@ pub fn spawn(
   rt.spawn(async move {
     let key = lease_key(&node);
     let (mut k, mut step) = LeaseKeeper::start(cfg, &node, &address, 1);
+    k.set_jitter_seed(crate::jitter_seed());
     let mut first = Some(tx);
     loop {
       state.deadline_ms.store(k.deadline_ms(), Ordering::SeqCst);
@@ -92,20 +106,29 @@ pub fn spawn(
         }
         LeaseStep::Read => {
           let r = crate::own::read_lease(&bucket, &node).await;
+          if let Err(e) = &r {
+            tracing::warn!("node {node}: reading its lease record failed: {}", e.0);
+          }
           k.on_read(r, now_ms())
         }
         LeaseStep::Create(lease) => {
           let w = bucket.create(&key, lease_json(&lease)).await;
-          match answer(w) {
+          match write_answer(&mut k, &node, w) {
             Ok(a) => k.on_write(a, now_ms()),
-            Err(e) => fence(&format!("SELF-FENCE: node {node}: {e}")),
+            Err(e) => {
+              fence(&state, &format!("SELF-FENCE: node {node}: {e}"));
+              break;
+            }
           }
         }
         LeaseStep::Cas { lease, token } => {
           let w = bucket.cas(&key, lease_json(&lease), &version(&token)).await;
-          match answer(w) {
+          match write_answer(&mut k, &node, w) {
             Ok(a) => k.on_write(a, now_ms()),
-            Err(e) => fence(&format!("SELF-FENCE: node {node}: {e}")),
+            Err(e) => {
+              fence(&state, &format!("SELF-FENCE: node {node}: {e}"));
+              break;
+            }
           }
         }
         LeaseStep::Retire { lease, token } => {
@@ -116,7 +139,11 @@ pub fn spawn(
           if state.closing.load(Ordering::SeqCst) {
             break; // shutting down: nothing is acknowledged any more anyway
           }
-          fence(&reason.log_line(&node))
+          fence(
+            &state,
+            &k.fence_line().unwrap_or_else(|| reason.log_line(&node)),
+          );
+          break;
         }
       };
     }
@@ -127,6 +154,25 @@ pub fn spawn(
   rx
 }
 
+/// The keeper's answer to a lease write; a store failure is logged (the
+/// keeper retries it), and an ambiguous one's words go to the keeper for
+/// the fence line.
+fn write_answer(
+  k: &mut LeaseKeeper,
+  node: &str,
+  w: WriteOutcome,
+) -> Result<cellhost_logic::WriteAnswer, String> {
+  match &w {
+    WriteOutcome::Ambiguous(m) => {
+      tracing::warn!("node {node}: lease write may not have happened: {m}; reading it back");
+      k.note(m);
+    }
+    WriteOutcome::Failed(m) => tracing::warn!("node {node}: lease write failed: {m}; retrying"),
+    _ => {}
+  }
+  answer(w)
+}
+
 /// Retires the lease (after the cells were released) and waits for it.
 pub async fn retire(state: &LeaseState) {
   let retired = state.retired.notified();
@@ -134,5 +180,80 @@ pub async fn retire(state: &LeaseState) {
   state.close.notify_one();
   if !state.done.load(Ordering::SeqCst) {
     let _ = tokio::time::timeout(Duration::from_secs(10), retired).await;
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use std::time::{Duration, Instant};
+
+  use cellhost_bucket::{Bucket, BucketOptions};
+
+  use crate::{Fleet, LeaseConfig, Upload, now_ms};
+
+  /// Issue 10: every write to a `file://` bucket fails for about a second
+  /// (its staging directory is gone) while a renewal falls due. The lease
+  /// is valid for seconds more, so the node must not fence; once the store
+  /// is back, the renewal goes through and the node acknowledges again.
+  #[test]
+  fn a_store_outage_shorter_than_the_lease_does_not_fence() {
+    let dir = std::env::temp_dir().join(format!("cellhost-fleet-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("file://{}", dir.display());
+    let bucket = Bucket::open(&url, &BucketOptions::default()).unwrap();
+    // Renewals every 2 s, the fence deadline 4.5 s after each.
+    let cfg = LeaseConfig {
+      ttl_ms: 6_000,
+      margin_ms: 1_500,
+    };
+    let fleet = Fleet::start(bucket.clone(), "n1", "127.0.0.1:1", cfg, 1_000).unwrap();
+    let expiry = || {
+      let r = fleet.rt.block_on(crate::own::read_lease(&bucket, "n1"));
+      r.unwrap().unwrap().0.expires_ms
+    };
+    let upload = |epoch, txid| Upload {
+      scope: "Counter:aa".into(),
+      epoch,
+      txid,
+      bytes: vec![txid as u8],
+    };
+    let epoch = futures::executor::block_on(fleet.activate("Counter:aa".into()))
+      .unwrap()
+      .epoch;
+    fleet.publish_blocking(vec![upload(epoch, 1)]).unwrap();
+
+    // The outage: from 1.5 s to 2.7 s after the lease was written, so the
+    // renewal due at 2 s meets it.
+    let written = expiry() - cfg.ttl_ms;
+    std::thread::sleep(Duration::from_millis(
+      (written + 1_500).saturating_sub(now_ms()),
+    ));
+    let before = expiry();
+    let staging = dir.join(".cellhost-bucket").join("tmp");
+    std::fs::remove_dir_all(&staging).unwrap();
+    std::fs::write(&staging, "not a directory").unwrap();
+    std::thread::sleep(Duration::from_millis(1_200));
+    assert_eq!(expiry(), before, "no renewal can have reached the store");
+    assert_eq!(*fleet.lease.fenced.lock().unwrap(), None);
+    assert!(fleet.can_ack(), "the lease is still valid");
+    std::fs::remove_file(&staging).unwrap();
+    std::fs::create_dir(&staging).unwrap();
+
+    // The renewal goes through once the store is back, well before the
+    // fence deadline, and the node acknowledges again.
+    let start = Instant::now();
+    while expiry() == before {
+      assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "no renewal after the outage"
+      );
+      std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(*fleet.lease.fenced.lock().unwrap(), None);
+    assert!(fleet.can_ack());
+    fleet.publish_blocking(vec![upload(epoch, 2)]).unwrap();
+    fleet.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
   }
 }

@@ -60,6 +60,16 @@ pub struct Fleet {
   hints: Arc<tokio::sync::Mutex<wake::HintCache>>,
 }
 
+/// A random seed for the logic core's retry jitter (it draws none itself):
+/// std's hasher keys are random per process and differ per call.
+pub(crate) fn jitter_seed() -> u64 {
+  use std::hash::BuildHasher;
+  let nanos = SystemTime::now()
+    .duration_since(UNIX_EPOCH)
+    .map_or(0, |d| d.as_nanos());
+  std::collections::hash_map::RandomState::new().hash_one(nanos)
+}
+
 pub fn now_ms() -> u64 {
   SystemTime::now()
     .duration_since(UNIX_EPOCH)

@@ -5,7 +5,7 @@ use cellhost_bucket::Bucket;
 use cellhost_logic::ack::{AckDecision, Broken, ack_decision};
 use cellhost_logic::lease::NodeLease;
 use cellhost_logic::own::{
-  Acquire, AcquireStep, Acquired, OwnRecord, Release, ReleaseStep, own_key,
+  Acquire, AcquireStep, Acquired, OwnRecord, Release, ReleaseOutcome, ReleaseStep, own_key,
 };
 use cellhost_logic::restore::{Chain, LtxKey, ltx_prefix};
 use cellhost_logic::{ReadResult, StoreError, Token};
@@ -41,6 +41,12 @@ async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreErro
   )
 }
 
+async fn pause(ms: u64) {
+  if ms > 0 {
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+  }
+}
+
 /// Takes `scope` for `node`: the record with a new epoch, and the database
 /// image of the newest chain (`None`: start empty).
 pub async fn acquire(
@@ -49,7 +55,10 @@ pub async fn acquire(
   scope: &str,
 ) -> Result<(Acquired, Option<Vec<u8>>), String> {
   let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
+  acq.set_jitter_seed(crate::jitter_seed());
   loop {
+    // After a store failure or a lost race: a jittered pause, not a burst.
+    pause(acq.backoff_ms()).await;
     step = match step {
       AcquireStep::ReadOwn => {
         let r = read_own(bucket, scope).await;
@@ -68,13 +77,15 @@ pub async fn acquire(
       }
       AcquireStep::Create { record } => {
         let w = bucket.create(&own_key(scope), own_json(&record)).await;
-        acq.on_write(answer(w)?)
+        let a = answer_noting(w, |m| acq.note(m))?;
+        acq.on_write(a)
       }
       AcquireStep::Cas { record, token } => {
         let w = bucket
           .cas(&own_key(scope), own_json(&record), &version(&token))
           .await;
-        acq.on_write(answer(w)?)
+        let a = answer_noting(w, |m| acq.note(m))?;
+        acq.on_write(a)
       }
       AcquireStep::Acquired(a) => {
         let image = match &a.restore {
@@ -152,13 +163,15 @@ pub async fn publish(bucket: &Bucket, node: &str, uploads: Vec<Upload>) -> Vec<(
 /// Releases `scope` (only over our own record at `epoch`).
 pub async fn release(bucket: &Bucket, node: &str, scope: String, epoch: u64, token: Token) {
   let (mut rel, mut step) = Release::new(node, epoch, token);
+  rel.set_jitter_seed(crate::jitter_seed());
   loop {
+    pause(rel.backoff_ms()).await;
     step = match step {
       ReleaseStep::Cas { record, token } => {
         let w = bucket
           .cas(&own_key(&scope), own_json(&record), &version(&token))
           .await;
-        match answer(w) {
+        match answer_noting(w, |m| rel.note(m)) {
           Ok(a) => rel.on_write(a),
           Err(e) => {
             tracing::warn!("releasing {scope}: {e}");
@@ -169,6 +182,10 @@ pub async fn release(bucket: &Bucket, node: &str, scope: String, epoch: u64, tok
       ReleaseStep::ReadOwn => {
         let r = read_own(bucket, &scope).await;
         rel.on_own(r)
+      }
+      ReleaseStep::Done(ReleaseOutcome::Failed(e)) => {
+        tracing::warn!("releasing {scope}: {e}; its record frees when this node's lease expires");
+        return;
       }
       ReleaseStep::Done(outcome) => {
         tracing::debug!("released {scope}: {outcome:?}");

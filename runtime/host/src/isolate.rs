@@ -161,13 +161,18 @@ async fn boot(
   wake: &Option<Wake>,
 ) -> Result<JsRuntime, String> {
   let heap = opts.heap_limit_mb << 20;
+  let main = spec
+    .main
+    .canonicalize()
+    .map_err(|e| format!("{}: {e}", spec.main.display()))?;
   let mut js = JsRuntime::try_new(RuntimeOptions {
-    module_loader: Some(Rc::new(Loader)),
+    module_loader: Some(Rc::new(Loader::new(&main)?)),
     extensions: set::for_runtime(),
     startup_snapshot: Some(SNAPSHOT),
     residual_lazy_js_sources: RESIDUAL_JS,
     residual_lazy_esm_sources: RESIDUAL_ESM,
     create_params: Some(v8::CreateParams::default().heap_limits(0, heap)),
+    validate_import_attributes_cb: Some(Box::new(refuse_import_attributes)),
     ..Default::default()
   })
   .map_err(|e| format!("creating an isolate: {e}"))?;
@@ -195,8 +200,12 @@ async fn boot(
     current + (64 << 20)
   });
 
-  let url = ModuleSpecifier::from_file_path(&spec.main)
-    .map_err(|_| format!("{}: not an absolute path", spec.main.display()))?;
+  let boot_fn = seal(&mut js).await?;
+  if !spec.eval_during_startup {
+    code_generation(&mut js, false);
+  }
+  let url = ModuleSpecifier::from_file_path(&main)
+    .map_err(|_| format!("{}: not an absolute path", main.display()))?;
   let ns = match spec.format {
     Format::Module => {
       let id = js
@@ -230,39 +239,102 @@ async fn boot(
     })).collect::<Vec<_>>(),
   })
   .to_string();
-  let (boot_fn, args) = {
-    let f = js
-      .execute_script("[cellhost:boot]", "globalThis[Symbol.for('cellhost.boot')]")
-      .map_err(|e| e.to_string())?;
+  let args = {
     deno_core::scope!(scope, &mut js);
-    let f = v8::Local::new(scope, f);
-    let f = v8::Local::<v8::Function>::try_from(f).map_err(|e| e.to_string())?;
     let ns: v8::Local<v8::Value> = match &ns {
       Some(ns) => v8::Local::new(scope, ns).into(),
       None => v8::null(scope).into(),
     };
     let config = v8::String::new(scope, &config).unwrap();
-    (
-      v8::Global::new(scope, f),
-      [
-        v8::Global::new(scope, ns),
-        v8::Global::new(scope, v8::Local::<v8::Value>::from(config)),
-      ],
-    )
+    [
+      v8::Global::new(scope, ns),
+      v8::Global::new(scope, v8::Local::<v8::Value>::from(config)),
+    ]
   };
   let call = js.call_with_args(&boot_fn, &args);
   js.with_event_loop_future(call, PollEventLoopOptions::default())
     .await
     .map_err(|e| e.to_string())?;
+  code_generation(&mut js, false);
   Ok(js)
 }
 
-/// A durability round in flight, and its result once it is known.
-type Round = (
-  u64,
-  tokio::task::JoinHandle<Result<(), SyncFailure>>,
-  Option<Result<(), SyncFailure>>,
-);
+/// workerd refuses every import attribute (`with { type: "json" }`
+/// included) before it looks the module up.
+fn refuse_import_attributes(
+  scope: &mut v8::PinScope,
+  attributes: &std::collections::HashMap<String, String>,
+  _cx: &deno_core::ImportAttributesContext,
+) {
+  if attributes.is_empty() {
+    return;
+  }
+  let msg = v8::String::new(scope, "Unrecognized import attributes specified").unwrap();
+  let e = v8::Exception::error(scope, msg);
+  scope.throw_exception(e);
+}
+
+/// Code generation from strings (`eval`, `new Function`, and compiling
+/// WebAssembly from bytes), allowed or refused from now on, as workerd
+/// refuses both once the Worker serves events.
+fn code_generation(js: &mut JsRuntime, allow: bool) {
+  deno_core::scope!(scope, js);
+  let context = scope.get_current_context();
+  context.set_allow_generation_from_strings(allow);
+  scope.set_allow_wasm_code_generation_callback(wasm_follows_eval);
+}
+
+/// WebAssembly compiles exactly when `eval` may run.
+unsafe extern "C" fn wasm_follows_eval(
+  context: v8::Local<v8::Context>,
+  _: v8::Local<v8::String>,
+) -> bool {
+  context.is_code_generation_from_strings_allowed()
+}
+
+/// Takes everything internal off the global object before any user code
+/// runs, and returns the dispatch hook. A Worker sees the Workers global
+/// scope and nothing else: not deno_core's `Deno` (its ops would reach the
+/// host), not `__bootstrap`, not the hooks the snapshot left for the host.
+/// `cloudflare:workers` is evaluated first, while its hook is still there;
+/// later imports of it come from the module map.
+async fn seal(js: &mut JsRuntime) -> Result<v8::Global<v8::Function>, String> {
+  let workers = ModuleSpecifier::parse(crate::loader::WORKERS_SPECIFIER).expect("valid");
+  let id = js
+    .load_side_es_module(&workers)
+    .await
+    .map_err(|e| e.to_string())?;
+  let eval = js.mod_evaluate(id);
+  js.with_event_loop_future(eval, PollEventLoopOptions::default())
+    .await
+    .map_err(|e| e.to_string())?;
+  let f = js
+    .execute_script(
+      "[cellhost:seal]",
+      r#"(() => {
+        const boot = globalThis[Symbol.for("cellhost.boot")];
+        delete globalThis[Symbol.for("cellhost.boot")];
+        delete globalThis[Symbol.for("cellhost.workers")];
+        delete globalThis.Deno;
+        delete globalThis.__bootstrap;
+        return boot;
+      })()"#,
+    )
+    .map_err(|e| e.to_string())?;
+  deno_core::scope!(scope, js);
+  let f = v8::Local::new(scope, f);
+  let f = v8::Local::<v8::Function>::try_from(f).map_err(|e| e.to_string())?;
+  Ok(v8::Global::new(scope, f))
+}
+
+/// A durability round in flight: its number, the cells it covers, its task,
+/// and its result once it is known.
+struct Round {
+  round: u64,
+  cells: Vec<(u32, String)>,
+  task: tokio::task::JoinHandle<Result<(), SyncFailure>>,
+  done: Option<Result<(), SyncFailure>>,
+}
 
 /// Durability rounds that may run at once: the next round's fsync (and,
 /// on a bucket, its uploads and re-reads) overlaps the previous one's, but
@@ -280,11 +352,11 @@ fn durability(
   syncing: &mut VecDeque<Round>,
 ) {
   loop {
-    for (_, task, done) in syncing.iter_mut() {
-      if done.is_none()
-        && let std::task::Poll::Ready(r) = Pin::new(task).poll(cx)
+    for r in syncing.iter_mut() {
+      if r.done.is_none()
+        && let std::task::Poll::Ready(res) = Pin::new(&mut r.task).poll(cx)
       {
-        *done = Some(r.unwrap_or_else(|e| {
+        r.done = Some(res.unwrap_or_else(|e| {
           Err(SyncFailure {
             message: format!("Durable Object reset because its durability round failed: {e}"),
             cells: Vec::new(),
@@ -292,9 +364,9 @@ fn durability(
         }));
       }
     }
-    while syncing.front().is_some_and(|(_, _, done)| done.is_some()) {
-      let (round, _, done) = syncing.pop_front().expect("checked");
-      settle(cells, inbox, round, done.expect("checked"));
+    while syncing.front().is_some_and(|r| r.done.is_some()) {
+      let r = syncing.pop_front().expect("checked");
+      settle(cells, inbox, r.round, &r.cells, r.done.expect("checked"));
     }
     if syncing.len() >= ROUNDS_IN_FLIGHT {
       return;
@@ -304,13 +376,18 @@ fn durability(
       // saves two thread wake-ups on the path of the reply. Under load the
       // round runs beside the event loop instead.
       Some(batch) if syncing.is_empty() && !batch.has_uploads() && !inbox.has_queued() => {
-        let round = batch.round;
-        settle(cells, inbox, round, batch.run());
+        let (round, covered) = (batch.round, batch.cells.clone());
+        settle(cells, inbox, round, &covered, batch.run());
       }
       Some(batch) => {
-        let round = batch.round;
+        let (round, covered) = (batch.round, batch.cells.clone());
         let task = tokio::task::spawn_blocking(move || batch.run());
-        syncing.push_back((round, task, None));
+        syncing.push_back(Round {
+          round,
+          cells: covered,
+          task,
+          done: None,
+        });
       }
       None => {
         // Rounds with nothing to sync (only failed commits) are settled.
@@ -325,18 +402,22 @@ fn durability(
   }
 }
 
-/// A finished round: its replies leave, or on failure turn into errors and
-/// its cells are reset.
-fn settle(cells: &mut Cells, inbox: &Inbox, round: u64, result: Result<(), SyncFailure>) {
-  cells.mark_durable(round);
-  match result {
-    Ok(()) => inbox.release_held(round, None),
-    Err(f) => {
-      tracing::error!("{}", f.message);
-      cells.fail_cells(&f.cells, &f.message);
-      inbox.release_held(round, Some((&f.message, true)));
-    }
+/// A finished round: its replies leave; those of cells whose writes it (or
+/// an earlier round) failed to make durable turn into errors, and those
+/// cells are reset.
+fn settle(
+  cells: &mut Cells,
+  inbox: &Inbox,
+  round: u64,
+  covered: &[(u32, String)],
+  result: Result<(), SyncFailure>,
+) {
+  if let Err(f) = &result {
+    tracing::error!("{}", f.message);
   }
+  let failed = cells.settle_round(round, covered, result);
+  inbox.fail_cells(&failed, round);
+  inbox.release_held(round, None);
 }
 
 /// Runs the isolate's event loop until the watchdog terminates it; returns
@@ -354,17 +435,11 @@ async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
       watch.leave();
       let mut st = state.borrow_mut();
       let cells = st.borrow_mut::<Cells>();
-      let failed = cells.commit_all();
-      if !failed.is_empty() {
-        let reason = failed
-          .iter()
-          .map(|(_, e)| e.as_str())
-          .collect::<Vec<_>>()
-          .join("; ");
-        tracing::error!("commit failed: {reason}");
-        let (msg, reset) = Cells::commit_failure(&reason);
-        inbox.release_held(cells.committed(), Some((&msg, reset)));
+      let failed = cells.commit_turn();
+      for (key, (msg, _)) in &failed {
+        tracing::error!("commit of Durable Object {key} failed: {msg}");
       }
+      inbox.fail_cells(&failed, cells.committed());
       durability(cx, cells, inbox, &mut syncing);
       r
     })

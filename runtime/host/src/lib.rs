@@ -11,6 +11,7 @@ mod watchdog;
 
 use std::path::PathBuf;
 
+pub use cellhost_ext::egress::{Egress, set_policy as set_egress};
 pub use cellhost_ext::{
   Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream,
 };
@@ -44,6 +45,9 @@ pub struct WorkerSpec {
   pub data_dir: PathBuf,
   /// `--bucket`: the node on a shared bucket that owns and replicates cells.
   pub fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+  /// `eval`/`new Function` while the Worker's top level runs (workerd's
+  /// `allow_eval_during_startup`); never once it serves events.
+  pub eval_during_startup: bool,
 }
 
 impl WorkerSpec {

@@ -1,14 +1,22 @@
-//! Module loading for a Worker bundle: relative ES module imports from disk,
-//! the built-in `cloudflare:workers` module, and clear errors for the rest.
+//! Module loading for a Worker bundle. A Worker sees its own module set and
+//! nothing else: relative ES module imports of files inside the Worker's
+//! directory (resolved once at start, symlinks included), and the built-in
+//! `cloudflare:workers` module. Anything else — another `file:` URL, a `..`
+//! or symlink escape, `ext:`, `data:`, `http:` — is refused with workerd's
+//! `No such module` error, without reading the file.
+
+use std::path::{Path, PathBuf};
 
 use deno_core::{
   ModuleLoadOptions, ModuleLoadReferrer, ModuleLoadResponse, ModuleLoader, ModuleSource,
   ModuleSourceCode, ModuleSpecifier, ModuleType, RequestedModuleType, ResolutionKind,
-  resolve_import,
 };
 use deno_error::JsErrorBox;
 
-/// `cloudflare:workers` re-exports the classes the snapshot defined.
+/// `cloudflare:workers` re-exports the classes the snapshot defined. The host
+/// evaluates it once, before the Worker's code and before it takes the hook
+/// off the global object (see `isolate::seal`); every later import of it is
+/// answered from the module map.
 const WORKERS_MODULE: &str = r#"
 const m = globalThis[Symbol.for("cellhost.workers")];
 export const DurableObject = m.DurableObject;
@@ -18,21 +26,113 @@ export const WorkflowEntrypoint = m.WorkflowEntrypoint;
 export default m;
 "#;
 
-pub struct Loader;
+pub const WORKERS_SPECIFIER: &str = "cloudflare:workers";
+
+pub struct Loader {
+  /// The Worker's directory, canonical: every module lives under it.
+  root: PathBuf,
+}
+
+impl Loader {
+  /// A loader for the Worker whose entry is `main`.
+  pub fn new(main: &Path) -> Result<Self, String> {
+    let dir = main
+      .parent()
+      .ok_or_else(|| format!("{}: no directory", main.display()))?;
+    let root = dir
+      .canonicalize()
+      .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(Loader { root })
+  }
+
+  /// The canonical path of `specifier` if it is a module of this Worker.
+  fn module_path(&self, specifier: &ModuleSpecifier) -> Option<PathBuf> {
+    if specifier.scheme() != "file" {
+      return None;
+    }
+    let path = specifier.to_file_path().ok()?;
+    // Lexically inside first (no `..` survives URL resolution), then the
+    // real path too, so a symlink cannot lead out of the directory.
+    if !path.starts_with(&self.root) {
+      return None;
+    }
+    let real = path.canonicalize().ok()?;
+    (real.starts_with(&self.root) && real.is_file()).then_some(real)
+  }
+
+  /// The module name workerd gives `specifier` imported from `referrer`:
+  /// a path relative to the Worker's directory, joined as a path (not a
+  /// URL: `file:///x` becomes `file:/x`), `/` meaning the Worker's
+  /// directory. `None` when it climbs above that directory.
+  fn module_name(&self, specifier: &str, referrer: &str) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    if !specifier.starts_with('/')
+      && let Ok(url) = ModuleSpecifier::parse(referrer)
+      && let Ok(path) = url.to_file_path()
+      && let Ok(rel) = path.strip_prefix(&self.root)
+      && let Some(dir) = rel.parent()
+    {
+      parts.extend(dir.iter().map(|c| c.to_string_lossy().into_owned()));
+    }
+    for part in specifier.split('/') {
+      match part {
+        "" | "." => {}
+        ".." => {
+          parts.pop()?;
+        }
+        p => parts.push(p.to_string()),
+      }
+    }
+    Some(parts.join("/"))
+  }
+}
+
+/// workerd's error for a name outside the Worker's module set.
+fn no_such_module(name: &str) -> JsErrorBox {
+  JsErrorBox::generic(format!("No such module \"{name}\"."))
+}
+
+/// workerd's error for a specifier that climbs above the Worker's
+/// directory: the specifier as written, without a final period.
+fn above_root(specifier: &str) -> JsErrorBox {
+  JsErrorBox::generic(format!("No such module \"{specifier}\""))
+}
+
+/// deno_core turns every resolution error into a `TypeError`; workerd
+/// throws a plain `Error`. A refused import therefore resolves to a module
+/// of this scheme (the message hex-encoded), whose evaluation throws it.
+const REFUSED: &str = "cellhost-refused";
+
+fn refused(e: JsErrorBox) -> ModuleSpecifier {
+  let hex: String = e.to_string().bytes().map(|b| format!("{b:02x}")).collect();
+  ModuleSpecifier::parse(&format!("{REFUSED}:{hex}")).expect("hex is a valid opaque path")
+}
+
+fn refused_source(specifier: &ModuleSpecifier) -> Option<String> {
+  let hex = specifier
+    .as_str()
+    .strip_prefix(REFUSED)?
+    .strip_prefix(':')?;
+  let bytes: Vec<u8> = (0..hex.len() / 2)
+    .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+    .collect::<Option<_>>()?;
+  let msg = serde_json::to_string(&String::from_utf8_lossy(&bytes)).ok()?;
+  Some(format!("throw new Error({msg});"))
+}
 
 impl ModuleLoader for Loader {
   fn resolve(
     &self,
     specifier: &str,
     referrer: &str,
-    _kind: ResolutionKind,
+    kind: ResolutionKind,
   ) -> Result<ModuleSpecifier, JsErrorBox> {
     if let Some(name) = specifier.strip_prefix("node:") {
       return Err(JsErrorBox::type_error(format!(
         "Cannot import \"{specifier}\": Node.js built-in modules (node:{name}) are not supported by cellhost yet"
       )));
     }
-    if specifier == "cloudflare:workers" {
+    if specifier == WORKERS_SPECIFIER {
       return ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err);
     }
     if specifier.starts_with("cloudflare:") {
@@ -40,7 +140,18 @@ impl ModuleLoader for Loader {
         "Cannot import \"{specifier}\": this Workers module is not supported by cellhost yet"
       )));
     }
-    resolve_import(specifier, referrer).map_err(JsErrorBox::from_err)
+    // The entry itself, as the host names it (an absolute file URL).
+    if matches!(kind, ResolutionKind::MainModule)
+      && let Ok(url) = ModuleSpecifier::parse(specifier)
+      && self.module_path(&url).is_some()
+    {
+      return Ok(url);
+    }
+    Ok(
+      self
+        .resolve_module(specifier, referrer)
+        .unwrap_or_else(refused),
+    )
   }
 
   fn load(
@@ -49,38 +160,141 @@ impl ModuleLoader for Loader {
     _referrer: Option<&ModuleLoadReferrer>,
     options: ModuleLoadOptions,
   ) -> ModuleLoadResponse {
-    ModuleLoadResponse::Sync(load(specifier, options.requested_module_type))
+    ModuleLoadResponse::Sync(self.load_sync(specifier, options.requested_module_type))
   }
 }
 
-fn load(
-  specifier: &ModuleSpecifier,
-  requested: RequestedModuleType,
-) -> Result<ModuleSource, JsErrorBox> {
-  let code = match specifier.scheme() {
-    "cloudflare" => WORKERS_MODULE.to_string(),
-    "file" => {
-      let path = specifier
-        .to_file_path()
-        .map_err(|_| JsErrorBox::generic(format!("bad file URL {specifier}")))?;
+impl Loader {
+  /// One of the Worker's modules, or workerd's error.
+  fn resolve_module(&self, specifier: &str, referrer: &str) -> Result<ModuleSpecifier, JsErrorBox> {
+    let name = self
+      .module_name(specifier, referrer)
+      .ok_or_else(|| above_root(specifier))?;
+    let url =
+      ModuleSpecifier::from_file_path(self.root.join(&name)).map_err(|_| no_such_module(&name))?;
+    if name.is_empty() || self.module_path(&url).is_none() {
+      return Err(no_such_module(&name));
+    }
+    Ok(url)
+  }
+
+  fn load_sync(
+    &self,
+    specifier: &ModuleSpecifier,
+    requested: RequestedModuleType,
+  ) -> Result<ModuleSource, JsErrorBox> {
+    let code = if specifier.as_str() == WORKERS_SPECIFIER {
+      WORKERS_MODULE.to_string()
+    } else if let Some(code) = refused_source(specifier) {
+      code
+    } else {
+      // Checked again here: the file may have changed since it resolved.
+      let path = self.module_path(specifier).ok_or_else(|| {
+        let name = (specifier.to_file_path().ok())
+          .and_then(|p| p.strip_prefix(&self.root).ok().map(Path::to_path_buf))
+          .map(|p| p.to_string_lossy().into_owned())
+          .unwrap_or_else(|| specifier.to_string());
+        no_such_module(&name)
+      })?;
       std::fs::read_to_string(&path)
         .map_err(|e| JsErrorBox::generic(format!("Cannot load module {}: {e}", path.display())))?
+    };
+    let ty = match requested {
+      RequestedModuleType::Json => ModuleType::Json,
+      _ if specifier.path().ends_with(".json") => ModuleType::Json,
+      _ => ModuleType::JavaScript,
+    };
+    Ok(ModuleSource::new(
+      ty,
+      ModuleSourceCode::String(code.into()),
+      specifier,
+      None,
+    ))
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn fixture() -> (PathBuf, Loader) {
+    let base = std::env::temp_dir().join(format!("cellhost-loader-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let app = base.join("app");
+    std::fs::create_dir_all(app.join("lib")).unwrap();
+    std::fs::write(app.join("worker.js"), "export default {}").unwrap();
+    std::fs::write(app.join("lib/a.js"), "export const a = 1").unwrap();
+    std::fs::write(base.join("secret.js"), "export const s = 1").unwrap();
+    std::os::unix::fs::symlink(base.join("secret.js"), app.join("link.js")).unwrap();
+    let loader = Loader::new(&app.join("worker.js")).unwrap();
+    (base, loader)
+  }
+
+  #[test]
+  fn only_the_workers_own_files_resolve() {
+    let (base, l) = fixture();
+    let file = |p: &str| {
+      ModuleSpecifier::from_file_path(base.join(p).canonicalize().unwrap())
+        .unwrap()
+        .to_string()
+    };
+    let (main, a) = (file("app/worker.js"), file("app/lib/a.js"));
+    let kind = ResolutionKind::DynamicImport;
+    assert!(l.resolve("./lib/a.js", &main, kind).is_ok());
+    assert!(l.resolve("/lib/a.js", &main, kind).is_ok());
+    assert!(l.resolve("cloudflare:workers", &main, kind).is_ok());
+    assert!(l.resolve("../worker.js", &a, kind).is_ok());
+    for (bad, from, msg) in [
+      ("../secret.js", &main, "No such module \"../secret.js\""),
+      (
+        "./lib/../../secret.js",
+        &main,
+        "No such module \"./lib/../../secret.js\"",
+      ),
+      ("./link.js", &main, "No such module \"link.js\"."),
+      (
+        "file:///etc/hostname",
+        &main,
+        "No such module \"file:/etc/hostname\".",
+      ),
+      (
+        "file:///etc/hostname",
+        &a,
+        "No such module \"lib/file:/etc/hostname\".",
+      ),
+      ("/etc/hostname", &main, "No such module \"etc/hostname\"."),
+      ("./missing.js", &a, "No such module \"lib/missing.js\"."),
+      (
+        "ext:cellhost/99_main.js",
+        &main,
+        "No such module \"ext:cellhost/99_main.js\".",
+      ),
+      (
+        "https://example.com/x.js",
+        &main,
+        "No such module \"https:/example.com/x.js\".",
+      ),
+      ("./lib", &main, "No such module \"lib\"."),
+    ] {
+      let e = l.resolve_module(bad, from).expect_err(bad);
+      use deno_error::JsErrorClass;
+      assert_eq!(
+        (e.get_class().as_ref(), e.to_string()),
+        ("Error", msg.to_string()),
+        "{bad}"
+      );
+      let stand_in = l.resolve(bad, from, kind).unwrap();
+      let code = refused_source(&stand_in).unwrap();
+      assert_eq!(
+        code,
+        format!("throw new Error({});", serde_json::to_string(msg).unwrap())
+      );
     }
-    other => {
-      return Err(JsErrorBox::type_error(format!(
-        "Cannot import {specifier}: {other}: modules are not supported; bundle the Worker first"
-      )));
-    }
-  };
-  let ty = match requested {
-    RequestedModuleType::Json => ModuleType::Json,
-    _ if specifier.path().ends_with(".json") => ModuleType::Json,
-    _ => ModuleType::JavaScript,
-  };
-  Ok(ModuleSource::new(
-    ty,
-    ModuleSourceCode::String(code.into()),
-    specifier,
-    None,
-  ))
+    let outside = ModuleSpecifier::from_file_path(base.join("secret.js")).unwrap();
+    assert!(
+      l.load_sync(&outside, RequestedModuleType::None).is_err(),
+      "load refuses what resolve refuses"
+    );
+    let _ = std::fs::remove_dir_all(base);
+  }
 }

@@ -16,9 +16,12 @@
 //! comes after our upload, so its restore lists our upload. If it names
 //! anyone else, the cell is lost and nothing more is acknowledged.
 //!
-//! [`AckGate`] sequences this for one cell's epoch: uploads strictly in TXID
-//! order, one ownership read at a time that covers every upload completed
-//! before it started, acknowledgements in TXID order.
+//! [`AckGate`] sequences this for one cell's epoch: uploads pipelined (up to
+//! [`UPLOAD_WINDOW`] in flight) and settled in TXID order, one ownership read
+//! at a time that covers every upload settled before it started,
+//! acknowledgements in TXID order. Once one upload failed for good, nothing
+//! above it is acknowledged in that epoch ([`RoundLatch`]): a restore reads
+//! the chain only up to its first gap.
 
 use crate::lease::can_acknowledge;
 use crate::own::OwnRecord;
@@ -87,12 +90,17 @@ impl Broken {
   }
 }
 
+/// How many uploads of one cell may be in flight: TXID `t` starts once
+/// every TXID up to `t - UPLOAD_WINDOW` settled. Matches the runtime's two
+/// durability rounds in flight, so answers come back out of order.
+pub const UPLOAD_WINDOW: u64 = 2;
+
 /// What the caller must do after feeding the gate. Several fields can be set
 /// at once; perform them all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GateActions {
-  /// Upload the LTX of this TXID (PUT under `e<epoch>/`).
-  pub upload: Option<u64>,
+  /// Upload the LTX of each of these TXIDs (PUT under `e<epoch>/`).
+  pub upload: Vec<u64>,
   /// Read `own.json` after this many milliseconds (0: now); answer with
   /// [`AckGate::on_own_read`].
   pub read_own: Option<u64>,
@@ -103,13 +111,28 @@ pub struct GateActions {
 }
 
 /// The acknowledgement gate of one cell at one epoch.
+///
+/// Uploads are pipelined ([`UPLOAD_WINDOW`]) and may answer in any order,
+/// but they *settle* in TXID order, each as one round of a [`RoundLatch`]:
+/// the first upload that failed for good closes the gate, and the uploads
+/// above it are refused by the same rule the runtime's rounds follow, even
+/// those that landed.
 #[derive(Clone, Debug)]
 pub struct AckGate {
   node: String,
   epoch: u64,
   committed: u64,
-  uploading: Option<u64>,
+  /// Uploads were started for every TXID up to this one.
+  started: u64,
+  /// Every TXID up to this one settled (its answer taken in order).
+  settled: u64,
+  /// Answers above `settled`, waiting for those below: TXID -> applied.
+  answers: std::collections::BTreeMap<u64, bool>,
+  /// Every TXID up to this one is in the bucket and no round below failed:
+  /// the most an ownership read can cover.
   uploaded: u64,
+  /// Keyed by the epoch: this gate is one incarnation of the cell.
+  latch: RoundLatch<u64>,
   /// The ownership read in flight (or waiting to start) covers uploads up
   /// to this TXID.
   reading: Option<u64>,
@@ -123,8 +146,11 @@ impl AckGate {
       node: node.to_string(),
       epoch,
       committed: 0,
-      uploading: None,
+      started: 0,
+      settled: 0,
+      answers: Default::default(),
       uploaded: 0,
+      latch: RoundLatch::default(),
       reading: None,
       acked: 0,
       broken: None,
@@ -143,49 +169,75 @@ impl AckGate {
     self.acked
   }
 
+  /// Every TXID up to this one is in the bucket with no failed one below.
+  pub fn uploaded(&self) -> u64 {
+    self.uploaded
+  }
+
   pub fn broken(&self) -> Option<&Broken> {
     self.broken.as_ref()
   }
 
-  /// A local commit at `txid` (the next one). Its upload starts when the
-  /// previous one finished: a cell's LTX is written strictly in order.
+  /// A local commit at `txid` (the next one). Its upload starts at once if
+  /// the window allows, else when the uploads below it settle.
   pub fn on_commit(&mut self, txid: u64) -> GateActions {
     assert_eq!(txid, self.committed + 1, "commits are numbered in order");
     self.committed = txid;
     let mut a = GateActions::default();
-    if self.broken.is_none() && self.uploading.is_none() {
-      self.uploading = Some(txid);
-      a.upload = Some(txid);
+    if self.broken.is_none() {
+      self.start_uploads(&mut a);
     }
     a
   }
 
-  /// The upload of `txid` applied. Starts the next upload, and an ownership
-  /// read covering it unless one is already in flight (that one started
-  /// before this upload finished, so it cannot cover it).
+  /// The upload of `txid` applied. Once the uploads below it settled too,
+  /// starts the next uploads, and an ownership read covering them unless
+  /// one is already in flight (that one started before these uploads
+  /// finished, so it cannot cover them).
   pub fn on_uploaded(&mut self, txid: u64) -> GateActions {
+    self.on_upload_answer(txid, true)
+  }
+
+  /// The upload of `txid` failed for good (after the caller's own retries
+  /// of the idempotent PUT). Closes the gate once the uploads below it
+  /// settled; nothing above it is acknowledged in this epoch.
+  pub fn on_upload_failed(&mut self, txid: u64) -> GateActions {
+    self.on_upload_answer(txid, false)
+  }
+
+  fn on_upload_answer(&mut self, txid: u64, applied: bool) -> GateActions {
+    assert!(
+      txid > self.settled && txid <= self.started && !self.answers.contains_key(&txid),
+      "answer to an upload in flight"
+    );
+    self.answers.insert(txid, applied);
     let mut a = GateActions::default();
+    // Rounds settle in order: an answer above a gap waits for the gap.
+    while let Some(applied) = self.answers.remove(&(self.settled + 1)) {
+      self.settled += 1;
+      let failed: &[u64] = if applied { &[] } else { &[self.epoch] };
+      if self.latch.settle(&[self.epoch], failed).is_empty() {
+        self.uploaded = self.settled;
+      } else if self.broken.is_none() {
+        a = self.close(Broken::UploadFailed { txid: self.settled });
+      }
+    }
     if self.broken.is_some() {
       return a;
     }
-    assert_eq!(self.uploading, Some(txid), "answer to the upload in flight");
-    self.uploading = None;
-    self.uploaded = txid;
-    if self.committed > self.uploaded {
-      self.uploading = Some(txid + 1);
-      a.upload = Some(txid + 1);
-    }
-    if self.reading.is_none() {
+    self.start_uploads(&mut a);
+    if self.reading.is_none() && self.uploaded > self.acked {
       self.reading = Some(self.uploaded);
       a.read_own = Some(0);
     }
     a
   }
 
-  /// The upload of `txid` failed for good (after the caller's own retries
-  /// of the idempotent PUT).
-  pub fn on_upload_failed(&mut self, txid: u64) -> GateActions {
-    self.close(Broken::UploadFailed { txid })
+  fn start_uploads(&mut self, a: &mut GateActions) {
+    while self.started < self.committed && self.started < self.settled + UPLOAD_WINDOW {
+      self.started += 1;
+      a.upload.push(self.started);
+    }
   }
 
   /// The answer to the ownership read, with the local clock *now* and the
@@ -246,6 +298,60 @@ impl AckGate {
   }
 }
 
+/// The gap rule for pipelined durability rounds: a cell's writes are made
+/// durable in rounds that may overlap (the next round's uploads start before
+/// the previous one answered), but rounds settle strictly in order. Once one
+/// round failed for a cell, no later round acknowledges that cell's writes in
+/// the same epoch, even if its own upload and ownership read succeeded:
+/// a restore reads the chain only up to its first gap, so anything above the
+/// gap would be lost (invariant 2).
+///
+/// `K` names one incarnation of a cell (one epoch): a cell that is reset and
+/// taken again comes back under a new key, or after [`RoundLatch::forget`].
+/// [`AckGate`] settles each of its uploads as a round of one latch, so the
+/// simulator drives this very rule.
+#[derive(Clone, Debug)]
+pub struct RoundLatch<K> {
+  broken: std::collections::HashSet<K>,
+}
+
+impl<K> Default for RoundLatch<K> {
+  fn default() -> Self {
+    RoundLatch {
+      broken: std::collections::HashSet::new(),
+    }
+  }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> RoundLatch<K> {
+  /// A round settled (call in round order). `cells` are the cells whose
+  /// writes the round carries, `failed` those whose durability failed in it.
+  /// Returns the cells of the round that must not acknowledge: the failed
+  /// ones, and those already broken by an earlier round.
+  pub fn settle(&mut self, cells: &[K], failed: &[K]) -> Vec<K> {
+    for k in failed {
+      self.broken.insert(k.clone());
+    }
+    let mut out: Vec<K> = Vec::new();
+    for k in cells.iter().chain(failed) {
+      if self.broken.contains(k) && !out.contains(k) {
+        out.push(k.clone());
+      }
+    }
+    out
+  }
+
+  /// Whether a round failed for this cell already.
+  pub fn is_broken(&self, k: &K) -> bool {
+    self.broken.contains(k)
+  }
+
+  /// The incarnation is gone (reset, closed): its key may be reused.
+  pub fn forget(&mut self, k: &K) {
+    self.broken.remove(k);
+  }
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -274,24 +380,25 @@ mod tests {
     assert_eq!(ack_decision(None, "a", 4, 10, 11), AckDecision::NotOwner);
   }
 
+  fn uploads(t: &[u64]) -> GateActions {
+    GateActions {
+      upload: t.to_vec(),
+      ..Default::default()
+    }
+  }
+
   #[test]
   fn upload_then_read_then_ack() {
     let mut g = AckGate::new("a", 4);
-    let a = g.on_commit(1);
-    assert_eq!(
-      a,
-      GateActions {
-        upload: Some(1),
-        ..Default::default()
-      }
-    );
-    // A second commit waits for the first upload.
-    assert_eq!(g.on_commit(2), GateActions::default());
+    assert_eq!(g.on_commit(1), uploads(&[1]));
+    // The window holds two uploads; the third commit waits for the first.
+    assert_eq!(g.on_commit(2), uploads(&[2]));
+    assert_eq!(g.on_commit(3), GateActions::default());
     let a = g.on_uploaded(1);
     assert_eq!(
       a,
       GateActions {
-        upload: Some(2),
+        upload: vec![3],
         read_own: Some(0),
         ..Default::default()
       }
@@ -316,6 +423,81 @@ mod tests {
       }
     );
     assert_eq!(g.acked(), 2);
+    // 3 started when 1 settled; a read of its own covers it.
+    assert_eq!(g.on_uploaded(3).read_own, Some(0));
+    assert_eq!(g.on_own_read(mine(4), 102, 200).ack_through, Some(3));
+  }
+
+  #[test]
+  fn pipelined_answers_settle_in_txid_order() {
+    let mut g = AckGate::new("a", 4);
+    g.on_commit(1);
+    g.on_commit(2);
+    g.on_commit(3);
+    g.on_commit(4);
+    // 2 lands before 1: nothing is covered yet (1 could still fail), and
+    // the window does not move.
+    assert_eq!(g.on_uploaded(2), GateActions::default());
+    // 1 lands: both settle, the window moves by two, one read covers both.
+    let a = g.on_uploaded(1);
+    assert_eq!(
+      a,
+      GateActions {
+        upload: vec![3, 4],
+        read_own: Some(0),
+        ..Default::default()
+      }
+    );
+    assert_eq!(g.on_own_read(mine(4), 100, 200).ack_through, Some(2));
+    // 4 lands, then 3 fails for good: 4 is in the bucket, above a gap.
+    assert_eq!(g.on_uploaded(4), GateActions::default());
+    let a = g.on_upload_failed(3);
+    assert_eq!(a.broken, Some(Broken::UploadFailed { txid: 3 }));
+    assert_eq!((a.ack_through, a.read_own), (None, None));
+    assert_eq!(g.acked(), 2);
+  }
+
+  #[test]
+  fn a_landed_upload_above_a_failed_one_is_not_acknowledged() {
+    // The fault injector's case: 61 fails, 62 fails, 63 lands.
+    let mut g = AckGate::new("a", 9);
+    for t in 1..=60 {
+      g.on_commit(t);
+      g.on_uploaded(t);
+      g.on_own_read(mine(9), 100, 200);
+    }
+    assert_eq!(g.acked(), 60);
+    assert_eq!(g.on_commit(61), uploads(&[61]));
+    assert_eq!(g.on_commit(62), uploads(&[62]));
+    g.on_commit(63);
+    let a = g.on_upload_failed(61);
+    assert_eq!(a.broken, Some(Broken::UploadFailed { txid: 61 }));
+    assert!(a.upload.is_empty(), "63 never starts on a closed gate");
+    // Answers still in flight settle, and the latch refuses them.
+    assert_eq!(g.on_upload_failed(62), GateActions::default());
+    assert_eq!(g.on_own_read(mine(9), 101, 200), GateActions::default());
+    assert_eq!(g.acked(), 60);
+    // Had 62 landed instead, the same: the gap at 61 hides it.
+    let mut g = AckGate::new("a", 9);
+    g.on_commit(1);
+    g.on_commit(2);
+    assert_eq!(g.on_uploaded(2), GateActions::default());
+    let a = g.on_upload_failed(1);
+    assert_eq!(a.broken, Some(Broken::UploadFailed { txid: 1 }));
+    assert_eq!(a.ack_through, None);
+  }
+
+  #[test]
+  fn a_failure_above_an_upload_in_flight_waits_for_it() {
+    let mut g = AckGate::new("a", 2);
+    g.on_commit(1);
+    g.on_commit(2);
+    // 2 failed, but 1 might still land: rounds settle in order.
+    assert_eq!(g.on_upload_failed(2), GateActions::default());
+    assert_eq!(g.broken(), None);
+    let a = g.on_uploaded(1);
+    assert_eq!(a.broken, Some(Broken::UploadFailed { txid: 2 }));
+    assert_eq!(a.read_own, None);
   }
 
   #[test]
@@ -371,5 +553,16 @@ mod tests {
     g.on_commit(2);
     let a = g.on_upload_failed(2);
     assert_eq!(a.broken, Some(Broken::UploadFailed { txid: 2 }));
+  }
+
+  #[test]
+  fn a_round_after_a_failed_one_does_not_acknowledge_that_cell() {
+    let mut l = RoundLatch::default();
+    // Round 1 fails for cell 7; round 2 (already in flight) succeeded.
+    assert_eq!(l.settle(&[7, 8], &[7]), vec![7]);
+    assert_eq!(l.settle(&[7, 8], &[]), vec![7], "above the gap: refused");
+    assert!(l.is_broken(&7) && !l.is_broken(&8));
+    l.forget(&7);
+    assert_eq!(l.settle(&[7], &[]), Vec::<u32>::new());
   }
 }

@@ -11,13 +11,15 @@
 //! assumption (a frozen VM, a stepped clock) cannot make an acknowledged
 //! write disappear; it can only make the node serve a little too long.
 //!
-//! A renewal that does not reach the bucket does not fence: the node retries
-//! while the deadline has not passed. A renewal answer that arrives after
-//! the deadline does not revive the node: fencing is terminal, and only a
-//! restart returns it. A lease record that is missing, or no longer matches
-//! what the node published, fences at once. A clean shutdown retires the
-//! lease with a compare-and-swap to an expired record (see
-//! [`LeaseKeeper::release`]).
+//! A renewal that does not reach the bucket does not fence: the node retries,
+//! with growing, jittered pauses ([`Backoff`]), while the deadline has not
+//! passed. A failed write, or an ambiguous one whose record reads back
+//! unchanged, is such a renewal: nobody else wrote. A renewal answer that
+//! arrives after the deadline does not revive the node: fencing is terminal,
+//! and only a restart returns it. A lease record that is missing, or that
+//! another writer replaced, fences at once. Every fence says what happened
+//! ([`LeaseKeeper::fence_line`]). A clean shutdown retires the lease with a
+//! compare-and-swap to an expired record (see [`LeaseKeeper::release`]).
 
 use std::fmt;
 
@@ -66,6 +68,18 @@ impl LeaseConfig {
     expires_ms.saturating_sub(self.margin_ms)
   }
 
+  /// The first pause before a lease request is retried after a store
+  /// failure: short, so that a blip costs little.
+  pub fn retry_base_ms(&self) -> u64 {
+    (self.ttl_ms / 200).max(1)
+  }
+
+  /// The longest pause between retries: a tenth of the lifetime, so that
+  /// several retries fit between the renewal time and the fence deadline.
+  pub fn retry_cap_ms(&self) -> u64 {
+    (self.ttl_ms / 10).max(self.retry_base_ms())
+  }
+
   /// A renewal starts `ttl/3` after the previous one and must complete
   /// before `ttl - margin`; a margin that leaves no room for it, or none at
   /// all, fences a healthy node or tolerates no clock skew.
@@ -78,6 +92,62 @@ impl LeaseConfig {
     }
     Ok(())
   }
+}
+
+/// Pauses between retries of a store request: exponential from `base_ms` up
+/// to `cap_ms`, each drawn from the upper half of its step ("equal jitter"),
+/// so that nodes that failed together do not retry in step. The randomness
+/// is the caller's: a seed, stretched with splitmix64.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+  base_ms: u64,
+  cap_ms: u64,
+  state: u64,
+}
+
+impl Backoff {
+  pub fn new(base_ms: u64, cap_ms: u64, seed: u64) -> Self {
+    Backoff {
+      base_ms: base_ms.max(1),
+      cap_ms: cap_ms.max(base_ms).max(1),
+      state: seed,
+    }
+  }
+
+  pub fn reseed(&mut self, seed: u64) {
+    self.state = seed;
+  }
+
+  /// The pause before retry number `attempt` (0: the first retry), in
+  /// `[step/2, step]` where `step = min(base * 2^attempt, cap)`.
+  pub fn delay_ms(&mut self, attempt: u32) -> u64 {
+    let step = self
+      .base_ms
+      .saturating_mul(1 << attempt.min(40))
+      .min(self.cap_ms);
+    let half = step / 2;
+    half + self.next_u64() % (step - half + 1)
+  }
+
+  fn next_u64(&mut self) -> u64 {
+    self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = self.state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+  }
+}
+
+/// A jitter seed made from names (FNV-1a), for a machine whose caller
+/// injects none: deterministic, but different per node and per cell.
+pub fn name_seed(parts: &[&str]) -> u64 {
+  let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+  for p in parts {
+    for b in p.bytes().chain([0]) {
+      h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+  }
+  h
 }
 
 /// Whether a node that may acknowledge until `deadline_ms` still may.
@@ -121,8 +191,9 @@ pub enum FenceReason {
   Watchdog,
   /// The lease record is gone.
   RecordMissing,
-  /// The lease record is not the one this node published. No author is
-  /// named: the node cannot prove who wrote it.
+  /// The lease record is not one this node published: another writer
+  /// replaced it (or, at startup, kept replacing it). No author is named:
+  /// the node cannot prove who wrote it.
   RecordMismatch,
 }
 
@@ -135,8 +206,8 @@ impl FenceReason {
     }
   }
 
-  /// The log line a fenced node prints before exiting with
-  /// [`FENCE_EXIT_CODE`].
+  /// A generic fence line, without the details only the keeper knows; a
+  /// node prints [`LeaseKeeper::fence_line`] instead.
   pub fn log_line(&self, node: &str) -> String {
     let why = match self {
       FenceReason::Watchdog => "the node lease could have lapsed before a renewal completed",
@@ -171,7 +242,7 @@ pub enum LeaseStep {
   /// with `If-Match: token`, then close without waiting for more. Peers
   /// read it as a dead node and take its cells at once.
   Retire { lease: NodeLease, token: Token },
-  /// Log [`FenceReason::log_line`], break every owned cell, exit with
+  /// Log [`LeaseKeeper::fence_line`], break every owned cell, exit with
   /// [`FENCE_EXIT_CODE`]. Terminal.
   Fence(FenceReason),
 }
@@ -180,6 +251,7 @@ pub enum LeaseStep {
 enum Phase {
   /// Before the first lease: read what a previous process left.
   Startup,
+  /// Holding a lease; the next renewal (or retry) is due at `next_renew_ms`.
   Idle,
   /// A create or CAS of this lease is in flight.
   Writing(NodeLease),
@@ -191,21 +263,32 @@ enum Phase {
   Fenced(FenceReason),
 }
 
-/// Wait between reads after a read error, as a fraction of the ttl.
-const READ_RETRY_DIVISOR: u64 = 20;
-
-/// Startup attempts to write over a record that keeps changing.
+/// Startup writes that may meet a record another writer changed since it
+/// was read, before the node gives up: another process of this node is
+/// running.
 const STARTUP_ROUNDS: u32 = 4;
 
-/// Leases whose write was ambiguous are remembered (they may be in the
-/// bucket); past this many the node gives up and fences.
-const MAX_UNCONFIRMED: usize = 4;
+/// Ambiguous writes remembered (any may be in the bucket). Before the
+/// deadline the backoff allows far fewer; only a startup against a dead
+/// store could reach this, and it forgets the oldest.
+const MAX_UNCONFIRMED: usize = 64;
+
+/// Store trouble since the last good answer, for the fence line.
+#[derive(Clone, Debug, Default)]
+struct Trouble {
+  since_ms: Option<u64>,
+  attempts: u32,
+  last: String,
+}
 
 /// The lease of one node process: a sans-IO state machine.
 ///
 /// Drive it with [`tick`](Self::tick) whenever the local clock reaches the
 /// time of a returned [`LeaseStep::Wait`], and with the answers of the
-/// requests it returns. At most one request is in flight at a time.
+/// requests it returns. At most one request is in flight at a time. Retry
+/// pauses are jittered from a seed the caller injects with
+/// [`set_jitter_seed`](Self::set_jitter_seed) (by default one derived from
+/// the node's name).
 #[derive(Clone, Debug)]
 pub struct LeaseKeeper {
   cfg: LeaseConfig,
@@ -224,6 +307,15 @@ pub struct LeaseKeeper {
   unconfirmed: Vec<NodeLease>,
   last_expiry: u64,
   startup_rounds: u32,
+  /// The version the last write was conditioned on (`None`: a create). A
+  /// read that finds it again means nobody else wrote.
+  based_on: Option<Token>,
+  sent_at_ms: u64,
+  trouble: Trouble,
+  /// The store's words for the next `on_write` (see [`Self::note`]).
+  words: Option<String>,
+  backoff: Backoff,
+  fence_detail: String,
 }
 
 impl LeaseKeeper {
@@ -244,8 +336,32 @@ impl LeaseKeeper {
       unconfirmed: Vec::new(),
       last_expiry: 0,
       startup_rounds: 0,
+      based_on: None,
+      sent_at_ms: 0,
+      trouble: Trouble::default(),
+      words: None,
+      backoff: Backoff::new(
+        cfg.retry_base_ms(),
+        cfg.retry_cap_ms(),
+        name_seed(&[node, address]),
+      ),
+      fence_detail: String::new(),
     };
     (k, LeaseStep::Read)
+  }
+
+  /// Seeds the jitter of the retry pauses (the core draws no random number
+  /// itself): give each process a random seed, so that nodes that failed
+  /// together do not retry together.
+  pub fn set_jitter_seed(&mut self, seed: u64) {
+    self.backoff.reseed(seed);
+  }
+
+  /// The store's own words for the answer about to be passed to
+  /// [`on_write`](Self::on_write), e.g. an ambiguous write's error: the
+  /// fence line quotes them.
+  pub fn note(&mut self, words: &str) {
+    self.words = Some(words.to_string());
   }
 
   pub fn config(&self) -> LeaseConfig {
@@ -270,6 +386,20 @@ impl LeaseKeeper {
 
   pub fn is_fenced(&self) -> bool {
     matches!(self.phase, Phase::Fenced(_))
+  }
+
+  /// Once fenced: the line to log, with celld's event name and what
+  /// actually happened (the store error, or the record found).
+  pub fn fence_line(&self) -> Option<String> {
+    let Phase::Fenced(r) = self.phase else {
+      return None;
+    };
+    Some(format!(
+      "SELF-FENCE: {}: node {}: {}; exiting with code {FENCE_EXIT_CODE}",
+      r.event(),
+      self.node,
+      self.fence_detail
+    ))
   }
 
   /// The earliest local time at which [`tick`](Self::tick) has work.
@@ -298,25 +428,22 @@ impl LeaseKeeper {
     }
     if self.held.is_some() && now_ms >= self.deadline_ms {
       // Even with a renewal in flight: its answer would come too late.
-      return self.fence(FenceReason::Watchdog);
+      return self.watchdog(now_ms, false);
     }
     if !self.busy {
       match self.phase {
         Phase::Idle if now_ms >= self.next_renew_ms => {
           let lease = self.make(now_ms);
           let token = self.held.as_ref().expect("idle holds a lease").1.clone();
-          return self.write(lease, Some(token));
+          return self.write(lease, Some(token), now_ms);
         }
         Phase::Startup | Phase::Reconciling | Phase::Classifying if now_ms >= self.retry_at_ms => {
-          self.busy = true;
-          return LeaseStep::Read;
+          return self.read(now_ms);
         }
         _ => {}
       }
     }
-    LeaseStep::Wait {
-      until_ms: self.next_wakeup(),
-    }
+    self.wait()
   }
 
   /// The answer to [`LeaseStep::Read`].
@@ -330,12 +457,11 @@ impl LeaseKeeper {
     }
     let read = match read {
       Ok(r) => r,
-      Err(_) => {
+      Err(e) => {
         // A failed read proves nothing; try again while the deadline holds.
-        self.retry_at_ms = now_ms + (self.cfg.ttl_ms / READ_RETRY_DIVISOR).max(1);
-        return LeaseStep::Wait {
-          until_ms: self.next_wakeup(),
-        };
+        self.trouble(now_ms, format!("reading the lease record: {}", e.0));
+        self.retry_at_ms = now_ms + self.pause();
+        return self.wait();
       }
     };
     if let Some((rec, token)) = &read
@@ -344,38 +470,44 @@ impl LeaseKeeper {
       // One of our ambiguous writes happened.
       return self.adopt(rec.clone(), token.clone());
     }
-    match (&self.phase, self.held.is_some()) {
-      (Phase::Startup, _) | (_, false) => {
-        // Startup (or a startup write that went astray): write over whatever
-        // a previous process of this node left. The supervisor restarts a
-        // node only after the previous process exited.
-        self.startup_rounds += 1;
-        if self.startup_rounds > STARTUP_ROUNDS {
-          return self.fence(FenceReason::RecordMismatch);
+    // Nobody else wrote since our write's condition was read.
+    let unchanged = read.as_ref().map(|(_, t)| t) == self.based_on.as_ref();
+    if self.held.is_none() {
+      return self.startup_read(read, unchanged, now_ms);
+    }
+    match read {
+      _ if unchanged => {
+        // Our renewal did not happen (or has not yet): the store failed,
+        // nobody took the lease. Renew again after a pause.
+        if self.phase == Phase::Classifying {
+          self.trouble(
+            now_ms,
+            "a renewal was rejected, yet the record is unchanged".into(),
+          );
         }
-        self.phase = Phase::Startup;
-        let lease = self.make(now_ms);
-        self.write(lease, read.map(|(_, t)| t))
+        self.phase = Phase::Idle;
+        self.next_renew_ms = now_ms + self.pause();
+        self.wait()
       }
-      (Phase::Reconciling, true) => match read {
-        None => self.fence(FenceReason::RecordMissing),
-        Some((rec, token)) if Some((&rec, &token)) == self.held.as_ref().map(|(l, t)| (l, t)) => {
-          // The renewal did not happen: renew again from the same version.
-          let lease = self.make(now_ms);
-          self.write(lease, Some(token))
-        }
-        Some(_) => self.fence(FenceReason::RecordMismatch),
-      },
-      (_, true) => match read {
-        None => self.fence(FenceReason::RecordMissing),
-        Some(_) => self.fence(FenceReason::RecordMismatch),
-      },
+      None => {
+        let mine = self.held.as_ref().map_or(0, |(l, _)| l.expires_ms);
+        let detail = format!(
+          "the node lease record is missing (this node's record expires_ms {mine} was there); \
+           someone deleted it"
+        );
+        self.fence(FenceReason::RecordMissing, detail)
+      }
+      Some((rec, token)) => {
+        let detail = self.foreign(&rec, &token);
+        self.fence(FenceReason::RecordMismatch, detail)
+      }
     }
   }
 
   /// The answer to [`LeaseStep::Create`] or [`LeaseStep::Cas`].
   pub fn on_write(&mut self, answer: WriteAnswer, now_ms: u64) -> LeaseStep {
     self.busy = false;
+    let words = self.words.take();
     match self.phase {
       Phase::Fenced(r) => return LeaseStep::Fence(r),
       Phase::Released => return LeaseStep::Wait { until_ms: u64::MAX },
@@ -389,23 +521,43 @@ impl LeaseKeeper {
     }
     match answer {
       WriteAnswer::Applied(token) => self.adopt(lease, token),
+      WriteAnswer::Rejected if self.held.is_some() => {
+        self.phase = Phase::Classifying;
+        self.read(now_ms)
+      }
       WriteAnswer::Rejected => {
-        self.phase = if self.held.is_some() {
-          Phase::Classifying
-        } else {
-          Phase::Startup
-        };
-        self.busy = true;
-        LeaseStep::Read
+        // A startup write met a record changed since it was read.
+        self.startup_rounds += 1;
+        if self.startup_rounds > STARTUP_ROUNDS {
+          return self.startup_contention();
+        }
+        self.phase = Phase::Startup;
+        self.read(now_ms)
       }
       WriteAnswer::Ambiguous => {
+        let what = match words {
+          Some(w) => format!("a lease write's answer was lost: {w}"),
+          None => "a lease write's answer was lost (it may or may not have happened)".into(),
+        };
+        self.trouble(now_ms, what);
         if self.unconfirmed.len() >= MAX_UNCONFIRMED {
-          return self.fence(FenceReason::RecordMismatch);
+          self.unconfirmed.remove(0);
         }
         self.unconfirmed.push(lease);
         self.phase = Phase::Reconciling;
-        self.busy = true;
-        LeaseStep::Read
+        self.read(now_ms)
+      }
+      WriteAnswer::Failed(e) => {
+        // Nothing happened: write again after a pause.
+        self.trouble(now_ms, e.0);
+        let at = now_ms + self.pause();
+        if self.held.is_some() {
+          self.next_renew_ms = at;
+        } else {
+          self.phase = Phase::Startup;
+          self.retry_at_ms = at;
+        }
+        self.wait()
       }
     }
   }
@@ -433,6 +585,42 @@ impl LeaseKeeper {
     }
   }
 
+  /// A read before the first lease is held: write over whatever a previous
+  /// process of this node left (the supervisor restarts a node only after
+  /// the previous process exited).
+  fn startup_read(
+    &mut self,
+    read: Option<(NodeLease, Token)>,
+    unchanged: bool,
+    now_ms: u64,
+  ) -> LeaseStep {
+    if self.phase == Phase::Reconciling {
+      if unchanged {
+        // The ambiguous write did not happen: try again after a pause.
+        self.phase = Phase::Startup;
+        self.retry_at_ms = now_ms + self.pause();
+        return self.wait();
+      }
+      // Another writer changed the record under our write.
+      self.startup_rounds += 1;
+      if self.startup_rounds > STARTUP_ROUNDS {
+        return self.startup_contention();
+      }
+    }
+    self.phase = Phase::Startup;
+    let lease = self.make(now_ms);
+    self.write(lease, read.map(|(_, t)| t), now_ms)
+  }
+
+  fn startup_contention(&mut self) -> LeaseStep {
+    let detail = format!(
+      "the node lease record changed under {} startup writes of this node; is another \
+       process of node {} running?",
+      self.startup_rounds, self.node
+    );
+    self.fence(FenceReason::RecordMismatch, detail)
+  }
+
   /// Fenced stays fenced; a deadline that passed while a request was in
   /// flight fences before its answer is looked at.
   fn terminal(&mut self, now_ms: u64) -> Option<LeaseStep> {
@@ -440,9 +628,57 @@ impl LeaseKeeper {
       return Some(LeaseStep::Fence(r));
     }
     if self.held.is_some() && now_ms >= self.deadline_ms {
-      return Some(self.fence(FenceReason::Watchdog));
+      return Some(self.watchdog(now_ms, true));
     }
     None
+  }
+
+  /// The deadline passed: say why no renewal completed in time.
+  fn watchdog(&mut self, now_ms: u64, answered: bool) -> LeaseStep {
+    let ago = now_ms.saturating_sub(self.sent_at_ms);
+    let detail = match self.trouble.since_ms {
+      Some(since) => format!(
+        "lease renewal failed for {} ms ({}; last: {}); the fence deadline passed",
+        now_ms.saturating_sub(since),
+        attempts(self.trouble.attempts),
+        self.trouble.last
+      ),
+      None if answered => {
+        format!("the answer to a lease request sent {ago} ms ago came after the fence deadline")
+      }
+      None if self.busy => {
+        format!("a lease request sent {ago} ms ago is unanswered at the fence deadline")
+      }
+      None => "no renewal was attempted before the fence deadline: the process or its clock \
+               stalled"
+        .into(),
+    };
+    self.fence(FenceReason::Watchdog, detail)
+  }
+
+  /// What a replaced record holds; the author is not named, since the node
+  /// cannot prove who wrote it.
+  fn foreign(&self, rec: &NodeLease, token: &Token) -> String {
+    let mine = self.held.as_ref().map_or(0, |(l, _)| l.expires_ms);
+    format!(
+      "the node lease record was replaced: it now holds expires_ms {} and address {} (version \
+       {}), which this node did not write (its own record: expires_ms {mine})",
+      rec.expires_ms,
+      rec.address,
+      token.0.trim().replace('\n', " ")
+    )
+  }
+
+  fn trouble(&mut self, now_ms: u64, what: String) {
+    self.trouble.since_ms.get_or_insert(now_ms);
+    self.trouble.attempts += 1;
+    self.trouble.last = what;
+  }
+
+  /// The pause before the next retry: grows with the failures in a row.
+  fn pause(&mut self) -> u64 {
+    let attempt = self.trouble.attempts.saturating_sub(1);
+    self.backoff.delay_ms(attempt)
   }
 
   fn adopt(&mut self, lease: NodeLease, token: Token) -> LeaseStep {
@@ -452,23 +688,37 @@ impl LeaseKeeper {
     self.next_renew_ms = written_at + self.cfg.renew_every_ms();
     self.held = Some((lease, token));
     self.unconfirmed.clear();
+    self.trouble = Trouble::default();
     self.phase = Phase::Idle;
+    self.wait()
+  }
+
+  fn wait(&self) -> LeaseStep {
     LeaseStep::Wait {
       until_ms: self.next_wakeup(),
     }
   }
 
-  fn write(&mut self, lease: NodeLease, token: Option<Token>) -> LeaseStep {
+  fn read(&mut self, now_ms: u64) -> LeaseStep {
+    self.busy = true;
+    self.sent_at_ms = now_ms;
+    LeaseStep::Read
+  }
+
+  fn write(&mut self, lease: NodeLease, token: Option<Token>, now_ms: u64) -> LeaseStep {
     self.phase = Phase::Writing(lease.clone());
     self.busy = true;
+    self.sent_at_ms = now_ms;
+    self.based_on = token.clone();
     match token {
       Some(token) => LeaseStep::Cas { lease, token },
       None => LeaseStep::Create(lease),
     }
   }
 
-  fn fence(&mut self, r: FenceReason) -> LeaseStep {
+  fn fence(&mut self, r: FenceReason, detail: String) -> LeaseStep {
     self.phase = Phase::Fenced(r);
+    self.fence_detail = detail;
     LeaseStep::Fence(r)
   }
 
@@ -486,247 +736,14 @@ impl LeaseKeeper {
   }
 }
 
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  const CFG: LeaseConfig = LeaseConfig {
-    ttl_ms: 10_000,
-    margin_ms: 2_000,
-  };
-
-  fn tok(s: &str) -> Token {
-    Token::new(s)
-  }
-
-  /// A keeper that holds a lease written at local time 1000 as version "v1".
-  fn serving() -> LeaseKeeper {
-    let (mut k, s) = LeaseKeeper::start(CFG, "n1", "10.0.0.1:9000", 0);
-    assert_eq!(s, LeaseStep::Read);
-    let LeaseStep::Create(l) = k.on_read(Ok(None), 1_000) else {
-      panic!()
-    };
-    assert_eq!(l.expires_ms, 11_000);
-    assert_eq!(
-      k.on_write(WriteAnswer::Applied(tok("v1")), 1_010),
-      LeaseStep::Wait { until_ms: 4_333 }
-    );
-    k
-  }
-
-  #[test]
-  fn timing() {
-    let c = LeaseConfig::default();
-    assert_eq!((c.ttl_ms, c.margin_ms), (10_000, 2_000));
-    assert_eq!(c.renew_every_ms(), 3_333);
-    assert_eq!(c.expiry(5_000), 15_000);
-    assert_eq!(c.fence_deadline(15_000), 13_000);
-    assert_eq!(c.fence_deadline(1_000), 0);
-    assert!(c.check().is_ok());
-    assert!(
-      LeaseConfig {
-        ttl_ms: 3_000,
-        margin_ms: 2_000
-      }
-      .check()
-      .is_err()
-    );
-    assert!(
-      LeaseConfig {
-        ttl_ms: 3_000,
-        margin_ms: 0
-      }
-      .check()
-      .is_err()
-    );
-    assert!(can_acknowledge(12_999, 13_000));
-    assert!(!can_acknowledge(13_000, 13_000));
-    assert_eq!(lease_key("n1"), "nodes/n1.json");
-  }
-
-  #[test]
-  fn renews_every_third_and_fences_at_the_deadline() {
-    let mut k = serving();
-    assert!(k.can_ack(8_999));
-    assert_eq!(k.deadline_ms(), 9_000);
-    assert_eq!(k.tick(4_000), LeaseStep::Wait { until_ms: 4_333 });
-    let LeaseStep::Cas { lease, token } = k.tick(4_333) else {
-      panic!()
-    };
-    assert_eq!((lease.expires_ms, token), (14_333, tok("v1")));
-    // No second request while one is in flight.
-    assert_eq!(k.tick(5_000), LeaseStep::Wait { until_ms: 9_000 });
-    assert_eq!(
-      k.on_write(WriteAnswer::Applied(tok("v2")), 4_400),
-      LeaseStep::Wait { until_ms: 7_666 }
-    );
-    assert_eq!(k.deadline_ms(), 12_333);
-    // Renewals stop arriving: the watchdog fences at the deadline, terminally.
-    let LeaseStep::Cas { .. } = k.tick(7_666) else {
-      panic!()
-    };
-    assert!(k.can_ack(12_332));
-    assert_eq!(k.tick(12_333), LeaseStep::Fence(FenceReason::Watchdog));
-    assert!(!k.can_ack(12_333));
-    assert!(k.is_fenced());
-    // The late answer does not revive it.
-    let s = k.on_write(WriteAnswer::Applied(tok("v3")), 12_400);
-    assert_eq!(s, LeaseStep::Fence(FenceReason::Watchdog));
-    assert!(!k.can_ack(12_400));
-  }
-
-  #[test]
-  fn a_renewal_answered_after_the_deadline_fences() {
-    let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else {
-      panic!()
-    };
-    let s = k.on_write(WriteAnswer::Applied(tok("v2")), 9_000);
-    assert_eq!(s, LeaseStep::Fence(FenceReason::Watchdog));
-  }
-
-  #[test]
-  fn ambiguous_renewal_reconciles_by_reading() {
-    let mut k = serving();
-    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else {
-      panic!()
-    };
-    assert_eq!(k.on_write(WriteAnswer::Ambiguous, 4_500), LeaseStep::Read);
-    // It happened: adopt it.
-    assert_eq!(
-      k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_600),
-      LeaseStep::Wait { until_ms: 7_666 }
-    );
-    assert_eq!(k.held(), Some(&l2));
-
-    // It did not happen: renew again from the version we hold.
-    let mut k = serving();
-    let LeaseStep::Cas { lease: l2, .. } = k.tick(4_333) else {
-      panic!()
-    };
-    k.on_write(WriteAnswer::Ambiguous, 4_500);
-    let held = k.held().unwrap().clone();
-    let LeaseStep::Cas { lease: l3, token } = k.on_read(Ok(Some((held, tok("v1")))), 4_600) else {
-      panic!()
-    };
-    assert_eq!(token, tok("v1"));
-    assert!(l3.expires_ms > l2.expires_ms);
-    // ... and the first write landed late: the retry is rejected, and the
-    // record found is one of ours.
-    assert_eq!(k.on_write(WriteAnswer::Rejected, 4_700), LeaseStep::Read);
-    assert!(matches!(
-      k.on_read(Ok(Some((l2.clone(), tok("v2")))), 4_800),
-      LeaseStep::Wait { .. }
-    ));
-    assert_eq!(k.held(), Some(&l2));
-    assert!(k.can_ack(4_800));
-  }
-
-  #[test]
-  fn missing_or_foreign_record_fences_at_once() {
-    let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else {
-      panic!()
-    };
-    assert_eq!(k.on_write(WriteAnswer::Rejected, 4_400), LeaseStep::Read);
-    assert_eq!(
-      k.on_read(Ok(None), 4_500),
-      LeaseStep::Fence(FenceReason::RecordMissing)
-    );
-
-    let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else {
-      panic!()
-    };
-    k.on_write(WriteAnswer::Rejected, 4_400);
-    let other = NodeLease {
-      node: "n1".into(),
-      expires_ms: 99_999,
-      address: "x".into(),
-      load: 0,
-    };
-    assert_eq!(
-      k.on_read(Ok(Some((other.clone(), tok("vx")))), 4_500),
-      LeaseStep::Fence(FenceReason::RecordMismatch)
-    );
-
-    let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else {
-      panic!()
-    };
-    k.on_write(WriteAnswer::Ambiguous, 4_400);
-    assert_eq!(
-      k.on_read(Ok(Some((other, tok("vx")))), 4_500),
-      LeaseStep::Fence(FenceReason::RecordMismatch)
-    );
-  }
-
-  #[test]
-  fn read_errors_retry_until_the_deadline() {
-    let mut k = serving();
-    let LeaseStep::Cas { .. } = k.tick(4_333) else {
-      panic!()
-    };
-    k.on_write(WriteAnswer::Ambiguous, 4_400);
-    let e = Err(crate::StoreError("timeout".into()));
-    assert_eq!(
-      k.on_read(e.clone(), 4_500),
-      LeaseStep::Wait { until_ms: 5_000 }
-    );
-    assert_eq!(k.tick(5_000), LeaseStep::Read);
-    assert_eq!(k.on_read(e, 8_990), LeaseStep::Wait { until_ms: 9_000 });
-    assert_eq!(k.tick(9_000), LeaseStep::Fence(FenceReason::Watchdog));
-  }
-
-  #[test]
-  fn startup_writes_over_a_previous_process() {
-    let (mut k, _) = LeaseKeeper::start(CFG, "n1", "a", 0);
-    let old = NodeLease {
-      node: "n1".into(),
-      expires_ms: 500,
-      address: "a".into(),
-      load: 0,
-    };
-    let LeaseStep::Cas { token, .. } = k.on_read(Ok(Some((old, tok("old")))), 1_000) else {
-      panic!()
-    };
-    assert_eq!(token, tok("old"));
-    assert!(!k.can_ack(1_000));
-    assert_eq!(k.on_write(WriteAnswer::Rejected, 1_100), LeaseStep::Read);
-    assert!(matches!(k.on_read(Ok(None), 1_200), LeaseStep::Create(_)));
-    assert!(matches!(
-      k.on_write(WriteAnswer::Applied(tok("v")), 1_300),
-      LeaseStep::Wait { .. }
-    ));
-    assert!(k.can_ack(1_300));
-  }
-
-  #[test]
-  fn release_retires_the_lease_and_stops_acknowledging() {
-    let mut k = serving();
-    let LeaseStep::Retire { lease, token } = k.release() else {
-      panic!()
-    };
-    assert_eq!(
-      (lease.expires_ms, lease.node.as_str(), token),
-      (0, "n1", tok("v1"))
-    );
-    assert!(!k.can_ack(1_500));
-    assert_eq!(k.tick(50_000), LeaseStep::Wait { until_ms: u64::MAX });
-  }
-
-  #[test]
-  fn fence_lines() {
-    let line = FenceReason::RecordMismatch.log_line("n7");
-    assert!(
-      line.starts_with("SELF-FENCE: node_lease_record_mismatch_fence: node n7"),
-      "{line}"
-    );
-    assert_eq!(FenceReason::Watchdog.event(), "node_lease_watchdog_fence");
-    assert_eq!(
-      FenceReason::RecordMissing.event(),
-      "node_lease_record_missing_fence"
-    );
-    assert_eq!(FENCE_EXIT_CODE, 3);
+/// "1 attempt", "3 attempts".
+pub(crate) fn attempts(n: u32) -> String {
+  if n == 1 {
+    "1 attempt".into()
+  } else {
+    format!("{n} attempts")
   }
 }
+
+#[cfg(test)]
+mod tests;

@@ -63,7 +63,8 @@ impl std::error::Error for StoreError {}
 /// `Ambiguous` means the write *may* have happened (a timeout, a lost
 /// response, a 5xx): the caller must reconcile by reading, and must never
 /// retry a compare-and-swap blindly, because the retry could meet its own
-/// earlier success and report a false rejection.
+/// earlier success and report a false rejection. `Failed` means it provably
+/// did not reach the store: the same write may simply be sent again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteAnswer {
   /// The write happened; the object now has this version.
@@ -72,6 +73,9 @@ pub enum WriteAnswer {
   Rejected,
   /// Unknown whether the write happened.
   Ambiguous,
+  /// The write never reached the store (staging failed, no connection):
+  /// nothing changed.
+  Failed(StoreError),
 }
 
 /// The answer to a read: the object and its version, absent, or an error.

@@ -155,6 +155,9 @@ fn correct_protocol_holds_on_every_seed() {
       ("broken cells", st.broken_cells),
       ("ambiguous answers", st.ambiguous),
       ("wakes from the wake index", st.wakes),
+      ("uploads answered out of order", st.uploads_out_of_order),
+      ("uploads failed for good", st.failed_uploads),
+      ("uploads landed above a failed one", st.landed_above_refused),
     ] {
       assert!(
         n > s.seeds / 100,

@@ -1,6 +1,7 @@
 //! Acquiring a cell: the sans-IO machine of one activation.
 
 use super::*;
+use crate::lease::{Backoff, name_seed};
 use crate::restore::{self, Chain, LtxKey};
 use crate::{ReadResult, StoreError, Token, WriteAnswer};
 
@@ -43,22 +44,49 @@ pub struct Acquired {
 #[derive(Clone, Debug)]
 enum AcqState {
   ReadOwn,
-  ReadLease { next: OwnRecord, token: Token },
+  ReadLease {
+    next: OwnRecord,
+    token: Token,
+  },
   CheckLtx,
-  Write { record: OwnRecord },
-  Reconcile { wrote: OwnRecord },
-  Restore { epoch: u64, token: Token },
+  /// `based_on`: the version the write is conditioned on (`None`: create).
+  Write {
+    record: OwnRecord,
+    based_on: Option<Token>,
+  },
+  Reconcile {
+    wrote: OwnRecord,
+    based_on: Option<Token>,
+  },
+  Restore {
+    epoch: u64,
+    token: Token,
+  },
   Done,
 }
 
 /// One activation of one cell on one node.
+///
+/// After a store failure or a lost race, the next step is to be performed
+/// only after [`backoff_ms`](Self::backoff_ms): a pause that grows and is
+/// jittered from a seed the caller injects
+/// ([`set_jitter_seed`](Self::set_jitter_seed)).
 #[derive(Clone, Debug)]
 pub struct Acquire {
   scope: String,
   node: String,
   state: AcqState,
+  /// Races lost to other writers.
   rounds: u32,
+  /// Store failures in a row.
+  failures: u32,
   now_ms: u64,
+  backoff: Backoff,
+  delay_ms: u64,
+  /// The store's words for the next `on_write` (see [`Self::note`]).
+  words: Option<String>,
+  /// Why the write being reconciled is in doubt.
+  doubt: Option<StoreError>,
 }
 
 impl Acquire {
@@ -70,9 +98,39 @@ impl Acquire {
       node: node.to_string(),
       state: AcqState::ReadOwn,
       rounds: 0,
+      failures: 0,
       now_ms,
+      backoff: Backoff::new(
+        RETRY_BASE_MS,
+        RETRY_CAP_MS,
+        name_seed(&[scope, node]) ^ now_ms,
+      ),
+      delay_ms: 0,
+      words: None,
+      doubt: None,
     };
     (a, AcquireStep::ReadOwn)
+  }
+
+  /// Seeds the jitter of the retry pauses (the core draws no random number
+  /// itself): give each acquisition a random seed, so that nodes that
+  /// failed together do not retry together.
+  pub fn set_jitter_seed(&mut self, seed: u64) {
+    self.backoff.reseed(seed);
+  }
+
+  /// How long to wait before performing the step just returned: 0, or a
+  /// pause after a store failure or a lost race, so that an outage is not
+  /// met by a burst of requests.
+  pub fn backoff_ms(&self) -> u64 {
+    self.delay_ms
+  }
+
+  /// The store's own words for the answer about to be passed to
+  /// [`on_write`](Self::on_write), e.g. an ambiguous write's error: a
+  /// give-up message quotes them.
+  pub fn note(&mut self, words: &str) {
+    self.words = Some(words.to_string());
   }
 
   pub fn node(&self) -> &str {
@@ -82,17 +140,36 @@ impl Acquire {
   /// The answer to [`AcquireStep::ReadOwn`].
   pub fn on_own(&mut self, read: ReadResult<OwnRecord>, now_ms: u64) -> AcquireStep {
     self.now_ms = now_ms;
+    self.delay_ms = 0;
+    let state = std::mem::replace(&mut self.state, AcqState::Done);
     let read = match read {
       Ok(r) => r,
-      Err(e) => return self.fail(AcquireError::Store(e)),
+      Err(e) => {
+        // Nothing learned: read again after a pause, still reconciling if we were.
+        self.state = state;
+        return self.retry(e, AcquireStep::ReadOwn);
+      }
     };
-    match std::mem::replace(&mut self.state, AcqState::Done) {
-      AcqState::Reconcile { wrote } => match read {
+    match state {
+      AcqState::Reconcile { wrote, based_on } => match read {
         // Our ambiguous write happened (or an identical one of an earlier
         // incarnation of this node, which is as good: nobody else writes
         // this node's name).
         Some((r, token)) if r == wrote => self.restore(r.epoch, token),
-        other => self.decide(other),
+        // It did not happen (or not yet), and nobody else wrote: send it
+        // again after a pause. Its condition still guards it.
+        cur if cur.as_ref().map(|(_, t)| t) == based_on.as_ref() => {
+          let why = self.doubt.take().unwrap_or_else(|| lost_answer(None));
+          let step = self.write(wrote, based_on);
+          self.retry(why, step)
+        }
+        other => {
+          self.rounds += 1;
+          if self.rounds >= MAX_ACQUIRE_ROUNDS {
+            return self.contention();
+          }
+          self.decide(other)
+        }
       },
       AcqState::ReadOwn => self.decide(read),
       s => panic!("Acquire::on_own in state {s:?}"),
@@ -103,18 +180,23 @@ impl Acquire {
   /// local clock read before the lease GET was sent; see
   /// [`owner_lease_expired`] for why it must not be the arrival time.
   pub fn on_lease(&mut self, read: ReadResult<NodeLease>, read_started_ms: u64) -> AcquireStep {
+    self.delay_ms = 0;
     let AcqState::ReadLease { next, token } = std::mem::replace(&mut self.state, AcqState::Done)
     else {
       panic!("Acquire::on_lease out of order");
     };
     let lease = match read {
       Ok(l) => l.map(|(l, _)| l),
-      Err(e) => return self.fail(AcquireError::Store(e)),
+      Err(e) => {
+        // Start over after a pause: the record may have moved meanwhile.
+        self.state = AcqState::ReadOwn;
+        return self.retry(e, AcquireStep::ReadOwn);
+      }
     };
     // The record we read is still the one the token versions: the CAS fails
     // cleanly if it moved since.
     if owner_lease_expired(lease.as_ref(), read_started_ms) {
-      self.write_cas(next, token)
+      self.write(next, Some(token))
     } else {
       let (class, id) = split_scope(&self.scope);
       let owner = lease.map(|l| l.node).unwrap_or_default();
@@ -128,24 +210,33 @@ impl Acquire {
 
   /// The answer to [`AcquireStep::ListLtx`], in any order.
   pub fn on_ltx(&mut self, listing: Result<&[LtxKey], StoreError>) -> AcquireStep {
+    self.delay_ms = 0;
+    let state = std::mem::replace(&mut self.state, AcqState::Done);
     let keys = match listing {
       Ok(k) => k,
-      Err(e) => return self.fail(AcquireError::Store(e)),
+      Err(e) => {
+        // After our write applied, list again; before it, start over.
+        let step = match state {
+          AcqState::Restore { .. } => {
+            self.state = state;
+            AcquireStep::ListLtx
+          }
+          _ => {
+            self.state = AcqState::ReadOwn;
+            AcquireStep::ReadOwn
+          }
+        };
+        return self.retry(e, step);
+      }
     };
-    match std::mem::replace(&mut self.state, AcqState::Done) {
+    match state {
       AcqState::CheckLtx => match restore::newest_epoch(keys) {
         Some(newest_epoch) => self.fail(AcquireError::RecordLost(OwnershipRecordLost {
           scope: self.scope.clone(),
           newest_epoch,
           retry_at_ms: self.now_ms + LOST_RECORD_REFUSAL_MS,
         })),
-        None => {
-          let record = OwnRecord::owned(self.node.clone(), 1);
-          self.state = AcqState::Write {
-            record: record.clone(),
-          };
-          AcquireStep::Create { record }
-        }
+        None => self.write(OwnRecord::owned(self.node.clone(), 1), None),
       },
       AcqState::Restore { epoch, token } => AcquireStep::Acquired(Acquired {
         epoch,
@@ -158,31 +249,45 @@ impl Acquire {
 
   /// The answer to [`AcquireStep::Create`] or [`AcquireStep::Cas`].
   pub fn on_write(&mut self, answer: WriteAnswer) -> AcquireStep {
-    let AcqState::Write { record } = std::mem::replace(&mut self.state, AcqState::Done) else {
+    self.delay_ms = 0;
+    let words = self.words.take();
+    let AcqState::Write { record, based_on } = std::mem::replace(&mut self.state, AcqState::Done)
+    else {
       panic!("Acquire::on_write out of order");
     };
     match answer {
       WriteAnswer::Applied(token) => self.restore(record.epoch, token),
-      // Someone else moved the record first: look again.
+      // Someone else moved the record first: look again (after a pause
+      // once races repeat, so that racers spread out).
       WriteAnswer::Rejected => {
+        self.rounds += 1;
+        if self.rounds >= MAX_ACQUIRE_ROUNDS {
+          return self.contention();
+        }
+        if self.rounds > 1 {
+          self.delay_ms = self.backoff.delay_ms(self.rounds - 2);
+        }
         self.state = AcqState::ReadOwn;
         AcquireStep::ReadOwn
       }
       // Maybe ours: read to find out, never write again blindly.
       WriteAnswer::Ambiguous => {
-        self.state = AcqState::Reconcile { wrote: record };
+        self.doubt = Some(lost_answer(words));
+        self.state = AcqState::Reconcile {
+          wrote: record,
+          based_on,
+        };
         AcquireStep::ReadOwn
+      }
+      // Nothing happened: the same write, after a pause.
+      WriteAnswer::Failed(e) => {
+        let step = self.write(record, based_on);
+        self.retry(e, step)
       }
     }
   }
 
   fn decide(&mut self, current: Option<(OwnRecord, Token)>) -> AcquireStep {
-    self.rounds += 1;
-    if self.rounds > MAX_ACQUIRE_ROUNDS {
-      return self.fail(AcquireError::Contention {
-        rounds: self.rounds - 1,
-      });
-    }
     let (record, token) = match current {
       Some((r, t)) => (Some(r), Some(t)),
       None => (None, None),
@@ -194,7 +299,7 @@ impl Acquire {
         self.state = AcqState::CheckLtx;
         AcquireStep::ListLtx
       }
-      Claim::Raise(next) => self.write_cas(next, token.expect("a record has a token")),
+      Claim::Raise(next) => self.write(next, Some(token.expect("a record has a token"))),
       Claim::CheckLease { owner } => {
         let epoch = record.map_or(0, |r| r.epoch);
         let next = OwnRecord::owned(self.node.clone(), epoch + 1);
@@ -207,12 +312,36 @@ impl Acquire {
     }
   }
 
-  /// CAS `record` (the next epoch) over the record versioned `token`.
-  fn write_cas(&mut self, record: OwnRecord, token: Token) -> AcquireStep {
+  /// Create `record`, or CAS it over the record versioned `based_on`.
+  fn write(&mut self, record: OwnRecord, based_on: Option<Token>) -> AcquireStep {
     self.state = AcqState::Write {
       record: record.clone(),
+      based_on: based_on.clone(),
     };
-    AcquireStep::Cas { record, token }
+    match based_on {
+      Some(token) => AcquireStep::Cas { record, token },
+      None => AcquireStep::Create { record },
+    }
+  }
+
+  /// A store failure: `step` again after a pause, or give up (the state
+  /// for `step` is already set).
+  fn retry(&mut self, e: StoreError, step: AcquireStep) -> AcquireStep {
+    self.failures += 1;
+    if self.failures >= MAX_STORE_FAILURES {
+      return self.fail(AcquireError::Unavailable {
+        failures: self.failures,
+        last: e,
+      });
+    }
+    self.delay_ms = self.backoff.delay_ms(self.failures - 1);
+    step
+  }
+
+  fn contention(&mut self) -> AcquireStep {
+    self.fail(AcquireError::Contention {
+      rounds: self.rounds,
+    })
   }
 
   fn restore(&mut self, epoch: u64, token: Token) -> AcquireStep {
@@ -222,8 +351,18 @@ impl Acquire {
 
   fn fail(&mut self, e: AcquireError) -> AcquireStep {
     self.state = AcqState::Done;
+    self.delay_ms = 0;
     AcquireStep::Failed(e)
   }
+}
+
+/// Why a write is in doubt: its answer was lost, in the store's words if
+/// the caller passed them.
+pub(super) fn lost_answer(words: Option<String>) -> StoreError {
+  StoreError(match words {
+    Some(w) => format!("a conditional write's answer was lost ({w}) and the record is unchanged"),
+    None => "a conditional write's answer was lost and the record is unchanged".into(),
+  })
 }
 
 #[cfg(test)]
@@ -342,7 +481,7 @@ mod tests {
       AcquireStep::Acquired(Acquired { epoch: 3, .. })
     ));
 
-    // Ambiguous, and it did not happen: decide again from what is there.
+    // Ambiguous, and it did not happen: the same write again, after a pause.
     let (mut a, _) = Acquire::new("C:1", "a", 0);
     a.on_own(Ok(Some((OwnRecord::released(2), tok("v2")))), 0);
     a.on_write(WriteAnswer::Ambiguous);
@@ -354,23 +493,142 @@ mod tests {
         token: tok("v2")
       }
     );
+    assert!(a.backoff_ms() > 0);
+
+    // Ambiguous, and another writer moved the record: decide again at once.
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.on_own(Ok(Some((OwnRecord::released(2), tok("v2")))), 0);
+    a.on_write(WriteAnswer::Ambiguous);
+    let s = a.on_own(Ok(Some((OwnRecord::released(3), tok("v3b")))), 0);
+    assert_eq!(
+      s,
+      AcquireStep::Cas {
+        record: OwnRecord::owned("a", 4),
+        token: tok("v3b")
+      }
+    );
+    assert_eq!(a.backoff_ms(), 0);
   }
 
   #[test]
   fn contention_gives_up() {
     let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.set_jitter_seed(3);
+    let mut delays = Vec::new();
     let mut last = AcquireStep::ReadOwn;
-    for i in 0..=MAX_ACQUIRE_ROUNDS as u64 {
-      last = a.on_own(Ok(Some((OwnRecord::released(i), tok("v")))), 0);
-      if let AcquireStep::Cas { .. } = last {
-        assert_eq!(a.on_write(WriteAnswer::Rejected), AcquireStep::ReadOwn);
-      }
+    for i in 0..MAX_ACQUIRE_ROUNDS as u64 {
+      let s = a.on_own(Ok(Some((OwnRecord::released(i), tok(&format!("v{i}"))))), 0);
+      assert!(matches!(s, AcquireStep::Cas { .. }), "{s:?}");
+      last = a.on_write(WriteAnswer::Rejected);
+      delays.push(a.backoff_ms());
     }
     assert_eq!(
       last,
       AcquireStep::Failed(AcquireError::Contention {
         rounds: MAX_ACQUIRE_ROUNDS
       })
+    );
+    assert_eq!(
+      AcquireError::Contention { rounds: 8 }.to_string(),
+      "ownership record kept changing: 8 writes in a row lost the race to another write"
+    );
+    // The first race is followed at once; repeated ones spread the racers.
+    assert_eq!(delays[0], 0);
+    assert!(delays[1..7].iter().all(|d| *d >= 25), "{delays:?}");
+  }
+
+  /// Issue 10: a store that fails every write (each answer ambiguous, the
+  /// record unchanged on re-read) is not a record that keeps changing. The
+  /// takeover retries the same write after growing pauses, and gives up
+  /// naming the store.
+  #[test]
+  fn an_unchanged_record_after_ambiguous_writes_is_store_trouble() {
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    let mut step = a.on_own(Ok(Some((OwnRecord::owned("b", 3), tok("v3")))), 0);
+    assert_eq!(step, AcquireStep::ReadLease { node: "b".into() });
+    step = a.on_lease(Ok(None), 0);
+    let mut delays = Vec::new();
+    for _ in 0..MAX_STORE_FAILURES {
+      assert_eq!(
+        step,
+        AcquireStep::Cas {
+          record: OwnRecord::owned("a", 4),
+          token: tok("v3")
+        }
+      );
+      a.note("staging cells/C:1/own.json: Not a directory (os error 20)");
+      assert_eq!(a.on_write(WriteAnswer::Ambiguous), AcquireStep::ReadOwn);
+      assert_eq!(a.backoff_ms(), 0, "the reconciling read goes at once");
+      step = a.on_own(Ok(Some((OwnRecord::owned("b", 3), tok("v3")))), 0);
+      delays.push(a.backoff_ms());
+    }
+    let AcquireStep::Failed(e) = step else {
+      panic!("{step:?}")
+    };
+    assert!(
+      matches!(e, AcquireError::Unavailable { failures, .. } if failures == MAX_STORE_FAILURES),
+      "{e:?}"
+    );
+    assert_eq!(
+      e.to_string(),
+      "the bucket failed 8 times in a row while this node took the cell (nobody else wrote the \
+       ownership record); last: store error: a conditional write's answer was lost (staging \
+       cells/C:1/own.json: Not a directory (os error 20)) and the record is unchanged"
+    );
+    // Growing, jittered pauses between the tries: 25-50 ms, then 50-100, …
+    for (i, d) in delays[..7].iter().enumerate() {
+      let step = (RETRY_BASE_MS << i).min(RETRY_CAP_MS);
+      assert!(
+        (step / 2..=step).contains(d),
+        "try {i}: {d} ms in {delays:?}"
+      );
+    }
+  }
+
+  /// A write that provably did not happen is sent again, unchanged, after a
+  /// pause; when the store comes back, the cell is taken.
+  #[test]
+  fn failed_writes_are_sent_again_after_a_pause() {
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.on_own(Ok(Some((OwnRecord::released(2), tok("v2")))), 0);
+    let cas = AcquireStep::Cas {
+      record: OwnRecord::owned("a", 3),
+      token: tok("v2"),
+    };
+    let err = || WriteAnswer::Failed(StoreError("connection refused".into()));
+    assert_eq!(a.on_write(err()), cas);
+    let d1 = a.backoff_ms();
+    assert_eq!(a.on_write(err()), cas);
+    let d2 = a.backoff_ms();
+    assert!(
+      (25..=50).contains(&d1) && (50..=100).contains(&d2),
+      "{d1} {d2}"
+    );
+    assert_eq!(
+      a.on_write(WriteAnswer::Applied(tok("v3"))),
+      AcquireStep::ListLtx
+    );
+    assert_eq!(a.backoff_ms(), 0);
+    assert!(matches!(
+      a.on_ltx(Ok(&[])),
+      AcquireStep::Acquired(Acquired { epoch: 3, .. })
+    ));
+
+    // A create, too; the last error is named when it gives up.
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.on_own(Ok(None), 0);
+    let mut s = a.on_ltx(Ok(&[]));
+    for _ in 0..MAX_STORE_FAILURES {
+      assert!(matches!(s, AcquireStep::Create { .. }), "{s:?}");
+      s = a.on_write(err());
+    }
+    let AcquireStep::Failed(e) = s else {
+      panic!("{s:?}")
+    };
+    assert!(
+      e.to_string()
+        .ends_with("last: store error: connection refused"),
+      "{e}"
     );
   }
 
@@ -399,12 +657,38 @@ mod tests {
   }
 
   #[test]
-  fn store_errors_end_the_attempt() {
+  fn store_errors_retry_then_give_up() {
     let (mut a, _) = Acquire::new("C:1", "a", 0);
     let e = StoreError("timeout".into());
+    // Reads: the record, the owner's lease, the listing; each after a pause.
+    assert_eq!(a.on_own(Err(e.clone()), 0), AcquireStep::ReadOwn);
+    assert!(a.backoff_ms() > 0);
+    let s = a.on_own(Ok(Some((OwnRecord::owned("b", 3), tok("v3")))), 0);
+    assert_eq!(s, AcquireStep::ReadLease { node: "b".into() });
+    assert_eq!(a.on_lease(Err(e.clone()), 0), AcquireStep::ReadOwn);
+    assert_eq!(a.on_own(Ok(None), 0), AcquireStep::ListLtx);
+    assert_eq!(a.on_ltx(Err(e.clone())), AcquireStep::ReadOwn);
+    let mut s = AcquireStep::ReadOwn;
+    for _ in 3..MAX_STORE_FAILURES {
+      assert_eq!(s, AcquireStep::ReadOwn);
+      s = a.on_own(Err(e.clone()), 0);
+    }
     assert_eq!(
-      a.on_own(Err(e.clone()), 0),
-      AcquireStep::Failed(AcquireError::Store(e))
+      s,
+      AcquireStep::Failed(AcquireError::Unavailable {
+        failures: MAX_STORE_FAILURES,
+        last: e.clone()
+      })
     );
+
+    // A listing that fails after our write applied is listed again.
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.on_own(Ok(Some((OwnRecord::released(2), tok("v2")))), 0);
+    a.on_write(WriteAnswer::Applied(tok("v3")));
+    assert_eq!(a.on_ltx(Err(e)), AcquireStep::ListLtx);
+    assert!(matches!(
+      a.on_ltx(Ok(&[])),
+      AcquireStep::Acquired(Acquired { epoch: 3, .. })
+    ));
   }
 }

@@ -14,6 +14,11 @@
 //! * **Races.** A rejected write means another writer moved the record:
 //!   re-read and decide again. An ambiguous write may have happened: re-read,
 //!   and if the record is exactly what this node wrote, it owns the cell.
+//! * **Store failures.** A failed write, a failed read, or an ambiguous write
+//!   whose record reads back unchanged is the store's fault, not a race:
+//!   the same request goes again after a growing, jittered pause, and after
+//!   [`MAX_STORE_FAILURES`] the attempt gives up naming the store error, not
+//!   "kept changing".
 //! * **Restore.** Only after the write applied does the node list the LTX
 //!   and restore ([`crate::restore`]): a listing taken after the winning
 //!   write sees every upload that an earlier owner acknowledged.
@@ -38,8 +43,22 @@ pub use release::{Release, ReleaseOutcome, ReleaseStep};
 /// How long a cell whose record was lost is refused before the next try.
 pub const LOST_RECORD_REFUSAL_MS: u64 = 10_000;
 
-/// Decisions one acquisition makes before it gives up under contention.
+/// Races one acquisition (or release) loses to other writers before it
+/// gives up: the record kept changing.
 pub const MAX_ACQUIRE_ROUNDS: u32 = 8;
+
+/// Store failures in a row (a failed read or write, or an ambiguous write
+/// whose record reads back unchanged) one acquisition or release retries,
+/// with growing jittered pauses ([`RETRY_BASE_MS`] up to [`RETRY_CAP_MS`],
+/// about 2 to 4.5 s in all), before it gives up: enough to ride out a blip
+/// of the store without a burst of requests.
+pub const MAX_STORE_FAILURES: u32 = 8;
+
+/// The first pause before an ownership request is retried.
+pub const RETRY_BASE_MS: u64 = 50;
+
+/// The longest pause between retries of an ownership request.
+pub const RETRY_CAP_MS: u64 = 1_000;
 
 /// Longest cell scope, in bytes: it is a path and key component.
 pub const MAX_SCOPE_BYTES: usize = 255;
@@ -214,7 +233,14 @@ pub enum AcquireError {
   /// applied, the record names this node; a later activation raises the
   /// epoch again, so nothing is left half-owned.
   Store(StoreError),
-  /// The record kept moving under us for [`MAX_ACQUIRE_ROUNDS`] decisions.
+  /// The store kept failing for [`MAX_STORE_FAILURES`] tries in a row, with
+  /// pauses between them; no other writer was seen. As with `Store`, an
+  /// ambiguous write may have left the record naming this node.
+  Unavailable {
+    failures: u32,
+    last: StoreError,
+  },
+  /// Other writers moved the record under us [`MAX_ACQUIRE_ROUNDS`] times.
   Contention {
     rounds: u32,
   },
@@ -226,9 +252,16 @@ impl fmt::Display for AcquireError {
       AcquireError::OwnedElsewhere(e) => e.fmt(f),
       AcquireError::RecordLost(e) => e.fmt(f),
       AcquireError::Store(e) => e.fmt(f),
-      AcquireError::Contention { rounds } => {
-        write!(f, "ownership record kept changing ({rounds} attempts)")
-      }
+      AcquireError::Unavailable { failures, last } => write!(
+        f,
+        "the bucket failed {failures} times in a row while this node took the cell \
+         (nobody else wrote the ownership record); last: {last}"
+      ),
+      AcquireError::Contention { rounds } => write!(
+        f,
+        "ownership record kept changing: {rounds} writes in a row lost the race to another \
+         write"
+      ),
     }
   }
 }

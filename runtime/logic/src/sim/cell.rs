@@ -214,7 +214,8 @@ impl World {
       db,
       gate: AckGate::new(&self.nodes[n].name, epoch),
       pending: Vec::new(),
-      upload_tries: 0,
+      upload_tries: Default::default(),
+      reset_after: None,
       early_inflight: false,
       early: None,
       early_wanted: false,
@@ -249,7 +250,7 @@ impl World {
   }
 
   fn apply_gate(&mut self, n: usize, c: usize, acts: GateActions) {
-    if let Some(t) = acts.upload {
+    for t in acts.upload {
       self.upload(n, c, t);
     }
     if let Some(d) = acts.read_own {
@@ -285,24 +286,37 @@ impl World {
   }
 
   fn on_upload_answer(&mut self, n: usize, c: usize, run: u64, txid: u64, answer: Answer) {
+    let carry_on = self.flaw == Some(Flaw::AckPastFailedUpload);
     let Slot::Active(r) = &mut self.nodes[n].cells[c] else {
       return;
     };
     if r.run != run {
       return;
     }
+    let out_of_order = txid > r.gate.uploaded() + 1;
+    let tries = r.upload_tries.remove(&txid).unwrap_or(0);
     let acts = match answer {
-      Answer::Write(WriteAnswer::Applied(_)) => {
-        r.upload_tries = 0;
-        r.gate.on_uploaded(txid)
-      }
+      Answer::Write(WriteAnswer::Applied(_)) => r.gate.on_uploaded(txid),
       // A plain PUT of the same bytes is idempotent: retrying is safe.
-      _ if r.upload_tries < 3 => {
-        r.upload_tries += 1;
+      _ if tries < 3 => {
+        r.upload_tries.insert(txid, tries + 1);
         return self.upload(n, c, txid);
+      }
+      _ if carry_on => {
+        // The mistake the runtime made: the failed round settles like any
+        // other, its own writes fail, the rounds already in flight still
+        // acknowledge theirs, and the cell is reset only after them.
+        r.pending.retain(|&(_, t)| t != txid);
+        r.reset_after.get_or_insert((r.gate.committed(), txid));
+        r.gate.on_uploaded(txid)
       }
       _ => r.gate.on_upload_failed(txid),
     };
+    self.stats.uploads_out_of_order += u64::from(out_of_order);
+    if tries >= 3 {
+      self.stats.failed_uploads += 1;
+      self.tr(|| format!("n{n}: the upload of cell {c} txid {txid} failed for good"));
+    }
     self.apply_gate(n, c, acts);
   }
 
@@ -410,12 +424,19 @@ impl World {
       }
       !done
     });
+    let reset = r
+      .reset_after
+      .filter(|&(committed, _)| through >= committed)
+      .map(|(_, txid)| Broken::UploadFailed { txid });
     for w in acked {
       self.stats.acks += 1;
       self.tr(|| format!("n{n}: ACK w{w} (cell {c})"));
       self.check.on_ack(self.now, c, w, n, trusted, expires);
     }
     self.last_good[c] = Some(n);
+    if let Some(b) = reset {
+      self.break_cell(n, c, b);
+    }
   }
 
   fn break_cell(&mut self, n: usize, c: usize, b: Broken) {

@@ -10,6 +10,10 @@
 //! | frozen | 15% | frozen VMs and stalled clocks: the clock bound is broken |
 //! | chaos | 15% | a little of everything |
 //!
+//! Across every profile, 30% of seeds have the store refuse 1-6% of LTX
+//! objects for good (every retry), each refusal answered after 50-400 ms
+//! (the client's own retries).
+//!
 //! Timing: ttl 3 s, margin 600 ms, clocks within ±300 ms of true time (so
 //! two healthy clocks disagree by at most the margin), rates within ±5%.
 //! Requests take 1-15 ms each way, some 20-900 ms, a few are stuck past the
@@ -39,6 +43,8 @@ pub(super) struct Params {
   pub(super) drop: u32,
   /// Per mille of answers lost after the request applied.
   pub(super) lost: u32,
+  /// Per mille of LTX objects the store refuses for good (every retry).
+  pub(super) refuse: u32,
   pub(super) outages: Vec<(u64, u64)>,
   pub(super) write_gap: (u64, u64),
   /// Per mille of requests right after which the sender pauses.
@@ -80,6 +86,7 @@ pub(super) fn draw_params(rng: &mut Rng) -> (Params, FaultMax) {
     timeout: 1_000,
     drop: 0,
     lost: 0,
+    refuse: 0,
     outages: Vec::new(),
     write_gap: (100, 600),
     await_pause: 0,
@@ -142,6 +149,9 @@ pub(super) fn draw_params(rng: &mut Rng) -> (Params, FaultMax) {
     }
   }
   (p.drop, p.lost, p.slow, p.stuck) = (drop, lost, slow, stuck);
+  if rng.chance(300) {
+    p.refuse = rng.range(10, 60) as u32;
+  }
   (p, f)
 }
 

@@ -4,7 +4,8 @@
 //! bucket ([`store`]). Clients send writes to the node they last heard an
 //! acknowledgement from (else to a random one); a node that does not own the
 //! cell activates it through [`crate::own::Acquire`], commits locally,
-//! uploads LTX-like objects under `e<epoch>`, and acknowledges through
+//! uploads LTX-like objects under `e<epoch>` (pipelined: two in flight, so
+//! their answers cross), and acknowledges through
 //! [`crate::ack::AckGate`], while [`crate::lease::LeaseKeeper`] renews its
 //! lease and fences it. Every node also passes over the wake index each
 //! second ([`crate::wake`]: the waker role, then each due hint's record and
@@ -18,7 +19,9 @@
 //! any order (CAS races are ordinary). Some requests are lost before they
 //! apply, some answers are lost after (both read as ambiguous or as an
 //! error), some requests are stuck past the caller's timeout and apply
-//! later, and whole outages drop every request for a while. Nodes crash at
+//! later, and whole outages drop every request for a while. In some seeds
+//! the store refuses a few LTX objects for good (every retry), while the
+//! uploads above them land: a gap in the chain. Nodes crash at
 //! any step (all memory lost, the local disk kept or wiped; requests already
 //! sent may still land), stop gracefully (release, retire the lease),
 //! release idle cells, pause like SIGSTOP (no steps, the clock runs),
@@ -50,6 +53,13 @@
 //! shutdown must not DELETE its lease: a DELETE still in flight when the
 //! process exits can remove the lease of the node's next process (see
 //! [`crate::lease::LeaseKeeper::release`]).
+//!
+//! **What it missed** while its uploads were strictly serial: the runtime's
+//! fault injector found that an upload which failed for good did not stop
+//! the rounds in flight above it from acknowledging (a gap in the chain
+//! hides them). [`crate::ack::RoundLatch`] holds the rule, the gate settles
+//! its pipelined uploads through it, and [`Flaw::AckPastFailedUpload`]
+//! keeps the mistake.
 
 mod cell;
 pub mod check;
@@ -60,9 +70,10 @@ pub mod rng;
 pub mod store;
 mod wake;
 
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 
+use crate::WriteAnswer;
 use crate::own::Acquire;
 use check::Checker;
 pub use check::{Check, Violation};
@@ -98,10 +109,14 @@ pub enum Flaw {
   /// Wake due cells only while holding the waker role, so a node's own
   /// cells wait for the waker, which sees that node's live lease.
   WakeOnlyAsWaker,
+  /// Let an upload that failed for good settle like any other: its writes
+  /// fail, but uploads above it still acknowledge theirs, and the cell is
+  /// reset only after them (the runtime before [`crate::ack::RoundLatch`]).
+  AckPastFailedUpload,
 }
 
 impl Flaw {
-  pub const ALL: [Flaw; 10] = [
+  pub const ALL: [Flaw; 11] = [
     Flaw::AckWithoutReread,
     Flaw::RestoreFromLocal,
     Flaw::TakeoverIgnoresLease,
@@ -112,6 +127,7 @@ impl Flaw {
     Flaw::TrustAmbiguous,
     Flaw::ReuseEpoch,
     Flaw::WakeOnlyAsWaker,
+    Flaw::AckPastFailedUpload,
   ];
 
   pub fn name(&self) -> &'static str {
@@ -126,6 +142,7 @@ impl Flaw {
       Flaw::TrustAmbiguous => "trust-ambiguous",
       Flaw::ReuseEpoch => "reuse-epoch",
       Flaw::WakeOnlyAsWaker => "wake-only-as-waker",
+      Flaw::AckPastFailedUpload => "ack-past-failed-upload",
     }
   }
 
@@ -169,6 +186,13 @@ pub struct Stats {
   pub stops: u64,
   /// Cells taken because of a due wake hint.
   pub wakes: u64,
+  /// LTX uploads answered while one below them was still unsettled.
+  pub uploads_out_of_order: u64,
+  /// LTX uploads the shell gave up on after its retries (refused or lost).
+  pub failed_uploads: u64,
+  /// LTX uploads that landed above an object the store refuses, in the same
+  /// epoch: a gap in the chain with a later transaction above it.
+  pub landed_above_refused: u64,
 }
 
 impl Stats {
@@ -189,6 +213,9 @@ impl Stats {
     self.freezes += o.freezes;
     self.stops += o.stops;
     self.wakes += o.wakes;
+    self.uploads_out_of_order += o.uploads_out_of_order;
+    self.failed_uploads += o.failed_uploads;
+    self.landed_above_refused += o.landed_above_refused;
   }
 }
 
@@ -337,6 +364,9 @@ pub(crate) struct World {
   seq: u64,
   queue: BinaryHeap<Item>,
   store: Store,
+  /// Whether the store refuses each LTX object (cell, epoch, TXID) for good,
+  /// drawn at its first upload.
+  refused: BTreeMap<(usize, u64, u64), bool>,
   ops: Vec<OpSlot>,
   nodes: Vec<Node>,
   scopes: Vec<String>,
@@ -360,6 +390,7 @@ impl World {
       seq: 0,
       queue: BinaryHeap::new(),
       store: Store::new(p.cells, p.nodes),
+      refused: BTreeMap::new(),
       ops: Vec::new(),
       nodes: (0..p.nodes)
         .map(|i| Node::new(i, p.cells, clock::Clock::new(&mut rng, T0, p.skew)))
@@ -378,7 +409,7 @@ impl World {
     let p = w.p.clone();
     w.tr(|| {
       format!(
-        "profile={} nodes={} cells={} end={} ttl={} margin={} skew={} drop={} lost={} outages={:?}",
+        "profile={} nodes={} cells={} end={} ttl={} margin={} skew={} drop={} lost={} refuse={} outages={:?}",
         p.profile,
         p.nodes,
         p.cells,
@@ -388,6 +419,7 @@ impl World {
         p.skew,
         p.drop,
         p.lost,
+        p.refuse,
         p.outages
           .iter()
           .map(|(a, b)| (a - T0, b - T0))
@@ -536,6 +568,15 @@ impl World {
     if self.rng.chance(self.p.await_crash) {
       self.push(self.now, Ev::Crash(n));
     }
+    if self.refuses(&slot.op) {
+      // Refused outright (a 4xx, a policy): it never applies, and the
+      // client's own retries with backoff take a while to give up.
+      let after = self.latency() + self.rng.range(50, 400);
+      slot.answer = Some(Answer::Write(WriteAnswer::Rejected));
+      self.ops.push(slot);
+      self.push(self.now + after, Ev::Reply(id));
+      return;
+    }
     if dropped {
       // Never applies; the caller times out (or is refused at once).
       let after = if out {
@@ -560,8 +601,36 @@ impl World {
     self.push(self.now + there, Ev::Apply(id));
   }
 
+  /// Whether the store refuses this request for good: only LTX uploads,
+  /// each object drawn once, so retries meet the same refusal.
+  fn refuses(&mut self, op: &Op) -> bool {
+    let &Op::PutLtx {
+      cell, epoch, txid, ..
+    } = op
+    else {
+      return false;
+    };
+    if self.p.refuse == 0 {
+      return false;
+    }
+    let key = (cell, epoch, txid);
+    if let Some(&r) = self.refused.get(&key) {
+      return r;
+    }
+    let r = self.rng.chance(self.p.refuse);
+    self.refused.insert(key, r);
+    r
+  }
+
   fn apply(&mut self, id: usize) {
     let (from, timed_out) = (self.ops[id].from, self.ops[id].timed_out);
+    if let Op::PutLtx {
+      cell, epoch, txid, ..
+    } = self.ops[id].op
+      && (self.refused.range((cell, epoch, 0)..(cell, epoch, txid))).any(|(_, &r)| r)
+    {
+      self.stats.landed_above_refused += 1;
+    }
     let (answer, change) = self.store.apply(&self.ops[id].op, from);
     self.tr(|| format!("store applies #{id}: {answer}"));
     if let Some(ch) = change {

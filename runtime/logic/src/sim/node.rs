@@ -86,7 +86,11 @@ pub(super) struct Run {
   pub(super) gate: AckGate,
   /// Written, not yet acknowledged: (write, txid).
   pub(super) pending: Vec<(u64, u64)>,
-  pub(super) upload_tries: u32,
+  /// Retries so far of each upload in flight that failed at least once.
+  pub(super) upload_tries: std::collections::BTreeMap<u64, u32>,
+  /// [`Flaw::AckPastFailedUpload`]: reset the cell once every write committed
+  /// when the upload failed is acknowledged: (that TXID, the failed one).
+  pub(super) reset_after: Option<(u64, u64)>,
   pub(super) early_inflight: bool,
   pub(super) early: Option<ReadResult<OwnRecord>>,
   pub(super) early_wanted: bool,

@@ -1,0 +1,10 @@
+// Keys shared by the glue modules. Unregistered symbols created once while
+// the snapshot is built: user code can neither name them (no Symbol.for
+// entry) nor reach them (no global property holds them).
+
+// The key the runtime passes to constructors user code must not call
+// (DurableObjectState, DurableObjectId, WebSocket internals, ...).
+export const KEY = Symbol("illegal constructor");
+// WebSocket internals: the endpoint handed to a 101 response, and its state.
+export const kTake = Symbol("ws take");
+export const kState = Symbol("ws state");
