@@ -29,6 +29,8 @@ internals.__telemetryUtil = {
 const webidl = core.loadExtScript("ext:deno_webidl/00_webidl.js");
 const event = core.loadExtScript("ext:deno_web/02_event.js");
 import * as timers from "ext:cellhost/05_timers.js";
+import { kOwner } from "ext:cellhost/01_keys.js";
+import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -39,7 +41,6 @@ const urlPattern = core.loadExtScript("ext:deno_web/01_urlpattern.js");
 const streams = core.loadExtScript("ext:deno_web/06_streams.js");
 const compression = core.loadExtScript("ext:deno_web/14_compression.js");
 const file = core.loadExtScript("ext:deno_web/09_file.js");
-const fileReader = core.loadExtScript("ext:deno_web/10_filereader.js");
 const messagePort = core.loadExtScript("ext:deno_web/13_message_port.js");
 const { DOMException } = core.loadExtScript("ext:deno_web/01_dom_exception.js");
 const abortSignal = core.loadExtScript("ext:deno_web/03_abort_signal.js");
@@ -54,8 +55,15 @@ const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
 const { op_cell_gate_pending, op_cell_sync } = core.ops;
 const realFetch = fetchMod.fetch;
 function gatedFetch(input, init) {
-  if (op_cell_gate_pending()) return op_cell_sync().then(() => realFetch(input, init));
-  return realFetch(input, init);
+  try {
+    spendSubrequest();
+  } catch (e) {
+    return primordials.PromiseReject(e);
+  }
+  return withConnection(() => {
+    if (op_cell_gate_pending()) return op_cell_sync().then(() => realFetch(input, init));
+    return realFetch(input, init);
+  });
 }
 ObjectDefineProperty(gatedFetch, "name", { value: "fetch" });
 
@@ -97,7 +105,6 @@ ObjectDefineProperties(globalThis, {
   AbortSignal: core.propNonEnumerable(abortSignal.AbortSignal),
   Blob: core.propNonEnumerable(file.Blob),
   File: core.propNonEnumerable(file.File),
-  FileReader: core.propNonEnumerable(fileReader.FileReader),
   FormData: core.propNonEnumerable(formData.FormData),
   Headers: core.propNonEnumerable(headers.Headers),
   Request: core.propNonEnumerable(request.Request),
@@ -173,12 +180,15 @@ ObjectDefineProperties(globalThis, {
   caches: missing("caches", "the Cache API"),
   HTMLRewriter: missing("HTMLRewriter", "the HTML rewriter"),
   EventSource: missing("EventSource", "server-sent events client"),
-  [webidl.brand]: core.propNonEnumerable(webidl.brand),
 });
 
 // globalThis is an EventTarget in Workers (service-worker format uses
 // addEventListener("fetch", ...)).
 class ServiceWorkerGlobalScope extends event.EventTarget {}
+// EventTarget's methods check Web IDL's brand; the global inherits it.
+ObjectDefineProperty(ServiceWorkerGlobalScope.prototype, webidl.brand, {
+  value: webidl.brand,
+});
 primordials.ObjectSetPrototypeOf(globalThis, ServiceWorkerGlobalScope.prototype);
 globalThis.ServiceWorkerGlobalScope = ServiceWorkerGlobalScope;
 event.setEventTargetData(globalThis);
@@ -220,6 +230,15 @@ for (
 ) {
   core.registerErrorBuilder(`DOMException${name}`, (msg) => new DOMException(msg, name));
 }
+// A cell another fleet node owns: retryable (nothing happened), not overload.
+core.registerErrorBuilder("CellOwnedElsewhere", (json) => {
+  const { message, owner } = primordials.JSONParse(json);
+  const e = new Error(message);
+  e.retryable = true;
+  e.overloaded = false;
+  e[kOwner] = owner;
+  return e;
+});
 core.registerErrorBuilder(
   "DOMExceptionQuotaExceededError",
   (msg) => new DOMException(msg, "QuotaExceededError"),
@@ -271,3 +290,29 @@ export const internal = {
   event,
   console,
 };
+
+// Deno's console hooks are registered symbols naming Deno; take them off every
+// prototype a Worker can reach from the global scope, so no key it can list
+// names the embedding runtime. Also drop Web Crypto methods workerd lacks,
+// so feature detection sees workerd's API.
+{
+  const hook = primordials.SymbolFor("Deno.privateCustomInspect");
+  const seen = new primordials.SafeSet();
+  const scrub = (o) => {
+    for (; o !== null && typeof o === "object" && !seen.has(o); o = primordials.ObjectGetPrototypeOf(o)) {
+      seen.add(o);
+      // Frozen objects keep theirs (a strict-mode delete would throw).
+      if (primordials.ObjectGetOwnPropertyDescriptor(o, hook)?.configurable) delete o[hook];
+    }
+  };
+  for (const key of primordials.ReflectOwnKeys(globalThis)) {
+    const d = primordials.ObjectGetOwnPropertyDescriptor(globalThis, key);
+    const v = d?.value;
+    if (typeof v === "function" && v.prototype) scrub(v.prototype);
+    else if (v !== null && typeof v === "object") scrub(v);
+  }
+  scrub(navigator);
+  for (const m of ["decapsulateBits", "decapsulateKey", "encapsulateBits", "encapsulateKey", "getPublicKey"]) {
+    delete crypto.SubtleCrypto.prototype[m];
+  }
+}

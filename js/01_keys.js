@@ -8,3 +8,6 @@ export const KEY = Symbol("illegal constructor");
 // WebSocket internals: the endpoint handed to a 101 response, and its state.
 export const kTake = Symbol("ws take");
 export const kState = Symbol("ws state");
+// On an error: the fleet node that owns the Durable Object this node was
+// refused (a refusal safe to retry there; the edge answers 503).
+export const kOwner = Symbol("owner node");

@@ -8,6 +8,8 @@ import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
+import { kOwner } from "ext:cellhost/01_keys.js";
+import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -104,6 +106,7 @@ export function boot(ns, configJson) {
   const config = JSONParse(configJson);
   const env = config.env;
   setIsolate(config.isolate);
+  setSubrequestLimit(config.maxSubrequests);
   const actors = [];
   for (let i = 0; i < config.durableObjects.length; i++) {
     const d = config.durableObjects[i];
@@ -202,14 +205,29 @@ function callHandler(request) {
   }
 }
 
+// An uncaught refusal by a fleet node that does not own the Durable
+// Object: nothing happened, so the client may retry (at the owner, once
+// forwarding exists); 503 says so, unlike the 500 of an unknown outcome.
+function refusedElsewhere(id, e) {
+  const owner = e !== null && typeof e === "object" ? e[kOwner] : undefined;
+  if (typeof owner !== "string") return false;
+  const headers = [
+    ["content-type", "text/plain;charset=UTF-8"],
+    ["retry-after", "1"],
+    ["x-cellhost-owner", owner],
+  ];
+  op_cellhost_respond_text(id, 503, headers, `${e.message}\n`);
+  return true;
+}
+
 async function handle(job) {
   const id = job.id;
   let response;
   try {
-    response = await callHandler(makeRequest(job));
+    response = await withBudget(() => callHandler(makeRequest(job)));
   } catch (e) {
     log(3, `Uncaught ${errorText(e)}\n`);
-    op_cellhost_respond_error(id, errorText(e));
+    if (!refusedElsewhere(id, e)) op_cellhost_respond_error(id, errorText(e));
     return;
   }
   try {

@@ -4,7 +4,8 @@
 import { core, primordials } from "ext:core/mod.js";
 import { RpcTarget } from "ext:cellhost/20_workers_module.js";
 import { socketFromRid } from "ext:cellhost/50_websocket.js";
-import { KEY } from "ext:cellhost/01_keys.js";
+import { KEY, kOwner } from "ext:cellhost/01_keys.js";
+import { spendSubrequest } from "ext:cellhost/06_budget.js";
 import { internal } from "ext:cellhost/00_globals.js";
 
 const {
@@ -146,6 +147,11 @@ export function remoteError(json) {
   if (info.overloaded) e.overloaded = true;
   if (info.retryable) e.retryable = true;
   if (info.durableObjectId) e.durableObjectId = info.durableObjectId;
+  if (info.owner !== undefined) {
+    e.retryable = true;
+    e.overloaded = false;
+    e[kOwner] = info.owner;
+  }
   if (info.brokenStub) brokenStubErrors.add(e);
   return e;
 }
@@ -263,6 +269,7 @@ function serializeArgs(value) {
 
 async function rpc(state, ns, id, kind, method, args) {
   if (state.broken !== null) throw state.broken;
+  spendSubrequest();
   const bytes = serializeArgs([kind, encode(args)]);
   await outputGate();
   const { 0: ok, 1: payload } = await op_do_call(ns, id.toString(), id.name, method, bytes);
@@ -290,6 +297,7 @@ class DurableObjectStub {
   }
   async fetch(input, init) {
     if (this.#state.broken !== null) throw this.#state.broken;
+    spendSubrequest();
     let req;
     try {
       req = new Request(input, init);

@@ -15,7 +15,8 @@ import {
 import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
 import * as hib from "ext:cellhost/45_hibernation.js";
 import { kState } from "ext:cellhost/50_websocket.js";
-import { KEY } from "ext:cellhost/01_keys.js";
+import { KEY, kOwner } from "ext:cellhost/01_keys.js";
+import { withBudget } from "ext:cellhost/06_budget.js";
 
 const {
   ArrayIsArray,
@@ -140,6 +141,11 @@ function errorJson(e, extra) {
     }
     if (e.durableObjectReset) info.durableObjectReset = true;
     if (e.overloaded) info.overloaded = true;
+    if (e[kOwner] !== undefined) {
+      info.owner = e[kOwner];
+      info.retryable = true;
+      info.overloaded = false;
+    }
   }
   return JSONStringify({ ...info, ...extra });
 }
@@ -302,7 +308,8 @@ class Cell {
       }
     };
     op_defer().then(release);
-    this.run(this.queue.shift()).then(release);
+    const job = this.queue.shift();
+    withBudget(() => this.run(job)).then(release);
   }
 
   // Takes the cell on the bucket; events wait in the queue meanwhile.
@@ -354,7 +361,8 @@ class Cell {
     if (this.broken !== null) return;
     const e = ObjectPrototypeIsPrototypeOf(Error.prototype, reason) ? reason : new Error(`${reason}`);
     try {
-      e.durableObjectReset = true;
+      // A refusal by a node that does not own the cell reset nothing.
+      if (e[kOwner] === undefined) e.durableObjectReset = true;
     } catch {
       // frozen error objects keep their shape
     }

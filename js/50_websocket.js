@@ -30,6 +30,7 @@ const {
 } = core.ops;
 
 import { KEY, kState, kTake } from "ext:cellhost/01_keys.js";
+import { spendSubrequest } from "ext:cellhost/06_budget.js";
 export { kState, kTake };
 const CONNECTING = 0, OPEN = 1, CLOSING = 2, CLOSED = 3;
 const encoder = new TextEncoder();
@@ -137,6 +138,7 @@ export class WebSocket extends EventTarget {
     st.url = u.href;
     st.accepted = true;
     this.#st = st;
+    spendSubrequest();
     const headers = list.length > 0 ? [["sec-websocket-protocol", list.join(", ")]] : [];
     op_ws_connect(u.href, headers).then((c) => {
       st.rid = c.rid;

@@ -59,7 +59,10 @@ struct SmallDisk(std::path::PathBuf);
 impl SmallDisk {
   fn mount(dir: &Path, size: &str) -> SmallDisk {
     std::fs::create_dir_all(dir).unwrap();
-    sh(&format!("mount -t tmpfs -o size={size} tmpfs '{}'", dir.display()));
+    sh(&format!(
+      "mount -t tmpfs -o size={size} tmpfs '{}'",
+      dir.display()
+    ));
     SmallDisk(dir.to_path_buf())
   }
 }
@@ -75,10 +78,7 @@ fn a_full_disk_fails_the_turn_resets_the_object_and_spares_its_neighbours() {
   let d = project("diskfull", WORKER, OBJ_BINDING);
   let data = d.join("data");
   let _disk = SmallDisk::mount(&data, "4m");
-  let ch = Cellhost::start(
-    &d,
-    &["--isolates", "1", "--data", &data.to_string_lossy()],
-  );
+  let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data.to_string_lossy()]);
   // Both objects exist (their files are created) while there is room.
   assert_eq!(get(ch.addr, "/write?name=a&kb=1").text(), "wrote 1 KiB");
   assert_eq!(get(ch.addr, "/write?name=b&kb=1").text(), "wrote 1 KiB");
@@ -98,17 +98,23 @@ fn a_full_disk_fails_the_turn_resets_the_object_and_spares_its_neighbours() {
     r.text()
   );
   // The object was rebuilt from its last committed state.
-  assert_eq!(get(ch.addr, "/state?name=a").text(), "mem=0 small=1 big=1024");
+  assert_eq!(
+    get(ch.addr, "/state?name=a").text(),
+    "mem=0 small=1 big=1024"
+  );
   // Its neighbour on the same isolate is unaffected.
-  assert_eq!(get(ch.addr, "/state?name=b").text(), "mem=1 small=1 big=1024");
+  assert_eq!(
+    get(ch.addr, "/state?name=b").text(),
+    "mem=1 small=1 big=1024"
+  );
   // With room again, writes are acknowledged and survive a restart.
   std::fs::remove_file(&filler).unwrap();
   assert_eq!(get(ch.addr, "/write?name=a&kb=2").text(), "wrote 2 KiB");
   drop(ch);
-  let ch = Cellhost::start(
-    &d,
-    &["--isolates", "1", "--data", &data.to_string_lossy()],
+  let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data.to_string_lossy()]);
+  assert_eq!(
+    get(ch.addr, "/state?name=a").text(),
+    "mem=0 small=1 big=2048"
   );
-  assert_eq!(get(ch.addr, "/state?name=a").text(), "mem=0 small=1 big=2048");
   std::thread::sleep(Duration::from_millis(10));
 }

@@ -539,3 +539,50 @@ fn wait_count_text(ch: &Cellhost, want: &str, within: Duration) -> String {
     std::thread::sleep(Duration::from_millis(100));
   }
 }
+
+const REFUSAL_WORKER: &str = r#"
+import { DurableObject } from "cloudflare:workers";
+export class Obj extends DurableObject {
+  hit() { this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS t (x)"); return "hit"; }
+}
+export default {
+  async fetch(r, env) {
+    const stub = env.OBJ.getByName("x");
+    if (new URL(r.url).pathname === "/caught") {
+      try {
+        return new Response(await stub.hit());
+      } catch (e) {
+        return new Response(`retryable=${e.retryable} overloaded=${e.overloaded} reset=${e.durableObjectReset ?? false} ${e.message}`);
+      }
+    }
+    return new Response(await stub.hit());
+  },
+};
+"#;
+
+#[test]
+fn a_node_that_does_not_own_a_cell_refuses_with_503_and_names_the_owner() {
+  let mut f = Fleet::local("refusal");
+  f.worker = project("refusal", REFUSAL_WORKER, OBJ_BINDING);
+  let a = f.start("a");
+  let b = f.start("b");
+  assert_eq!(get(a.addr, "/").text(), "hit");
+  // Uncaught in the Worker: the edge answers 503, retry later, owner named.
+  let r = get(b.addr, "/");
+  assert_eq!(r.status, 503, "{}", r.text());
+  assert_eq!(r.header("retry-after"), Some("1"));
+  assert_eq!(r.header("x-cellhost-owner"), Some("a"));
+  assert!(
+    r.text().contains("is owned by another node"),
+    "{}",
+    r.text()
+  );
+  // An RPC caller sees a retryable refusal, not overload, not a reset.
+  let r = get(b.addr, "/caught");
+  assert!(
+    r.text()
+      .starts_with("retryable=true overloaded=false reset=false Durable Object Obj/"),
+    "{}",
+    r.text()
+  );
+}

@@ -73,6 +73,15 @@ struct RunArgs {
   /// redirect) or `none`.
   #[arg(long, default_value = "all")]
   egress: cellhost_host::Egress,
+  /// The largest request body accepted, in MiB (Cloudflare's default plan
+  /// limit); larger ones get 413.
+  #[arg(long, default_value_t = 100)]
+  max_body_mb: u64,
+  /// Outbound requests (fetch, WebSocket clients, calls to Durable Objects)
+  /// one event may make; past it they fail with "Too many subrequests."
+  /// (Cloudflare's paid-plan limit; 0: no limit).
+  #[arg(long, default_value_t = 1000)]
+  max_subrequests: u32,
 }
 
 #[derive(clap::Args)]
@@ -172,11 +181,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
       .map(|n| n.get())
       .unwrap_or(1)
   });
-  let listeners = cellhost_server::Listeners::bind(args.listen, isolates)?;
+  let limits = cellhost_server::Limits {
+    max_body_bytes: args.max_body_mb.saturating_mul(1 << 20),
+  };
+  let listeners = cellhost_server::Listeners::bind(args.listen, isolates, limits)?;
   let opts = cellhost_host::PoolOptions {
     isolates,
     cpu_limit: Duration::from_millis(args.cpu_ms),
     heap_limit_mb: args.memory_mb,
+    max_subrequests: args.max_subrequests,
   };
   let name = worker.name.clone();
   let _pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;

@@ -2,9 +2,12 @@
 //! ops the storage API calls, and the end-of-turn group commit.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cellhost_storage::{CellDb, ListOptions, SqlValue, StorageError};
+
+use crate::sync::note_unsynced;
+pub use crate::sync::{SyncBatch, SyncFailure, Unsynced};
 use deno_core::convert::Uint8Array;
 use deno_core::{OpState, op2, v8};
 use deno_error::JsErrorBox;
@@ -53,163 +56,6 @@ pub struct Cells {
   /// Rounds settle in order; once one failed for a cell, later rounds do
   /// not acknowledge it (the logic core's gap rule).
   latch: cellhost_logic::ack::RoundLatch<u32>,
-}
-
-/// A file a durability round must fsync.
-#[derive(Clone, Debug)]
-pub struct Unsynced {
-  /// Its directory entry is new: fsync the directory too.
-  pub dir: bool,
-  /// The file held open (a cell's WAL), or `None` to open it by path.
-  file: Option<std::sync::Arc<std::fs::File>>,
-}
-
-/// WAL files to fsync for one durability round, and with a bucket the LTX
-/// objects to publish.
-pub struct SyncBatch {
-  pub round: u64,
-  /// The cells whose commits this round makes durable, with their keys.
-  pub cells: Vec<(u32, String)>,
-  pub files: Vec<(PathBuf, Unsynced)>,
-  uploads: Vec<(u32, cellhost_fleet::Upload)>,
-  fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
-}
-
-/// A durability round that failed: the message callers see, and the cells
-/// that must be reset (with a bucket: those no longer owned).
-#[derive(Debug)]
-pub struct SyncFailure {
-  pub message: String,
-  pub cells: Vec<u32>,
-}
-
-impl SyncBatch {
-  /// The blocking part: fsync, then (with a bucket) the acknowledgement
-  /// rule over this round's LTX objects.
-  pub fn run(self) -> Result<(), SyncFailure> {
-    // An fsync that failed may have dropped any of the round's pages.
-    let all: Vec<u32> = self.cells.iter().map(|(h, _)| *h).collect();
-    self.fsync().map_err(|e| SyncFailure {
-      message: format!("Durable Object reset because its storage could not be made durable: {e}"),
-      cells: all.clone(),
-    })?;
-    let Some(fleet) = self.fleet else {
-      return Ok(());
-    };
-    let (handles, uploads): (Vec<u32>, Vec<_>) = self.uploads.into_iter().unzip();
-    let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
-    fleet.publish_blocking(uploads).map_err(|failed| {
-      // The node lease lapsed (empty scope): every cell of the round.
-      let whole = failed.iter().any(|(s, _)| s.is_empty());
-      let cells = if whole {
-        all
-      } else {
-        (handles.iter().zip(&scopes))
-          .filter(|(_, s)| failed.iter().any(|(f, _)| f == *s))
-          .map(|(h, _)| *h)
-          .collect()
-      };
-      let message = failed
-        .into_iter()
-        .map(|(_, m)| m)
-        .collect::<Vec<_>>()
-        .join("; ");
-      SyncFailure { message, cells }
-    })
-  }
-
-  /// Whether the round publishes to a bucket (slow: never inline).
-  pub fn has_uploads(&self) -> bool {
-    !self.uploads.is_empty()
-  }
-
-  /// Whether this round syncs the file system once (see `SYNCFS_FROM`).
-  fn syncs_file_system(&self) -> bool {
-    let new_dirs: HashSet<&Path> = (self.files.iter())
-      .filter(|(_, u)| u.dir)
-      .filter_map(|(p, _)| p.parent())
-      .collect();
-    self.files.len() + new_dirs.len() >= SYNCFS_FROM && syncfs_reports_errors()
-  }
-
-  /// One syncfs per file system the round's files live on.
-  fn syncfs(&self) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let mut devices = HashSet::new();
-    let parents: HashSet<&Path> = self.files.iter().filter_map(|(p, _)| p.parent()).collect();
-    for dir in parents {
-      let d = std::fs::File::open(dir)?;
-      if devices.insert(d.metadata()?.dev()) {
-        // SAFETY: a valid descriptor we own.
-        if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
-          return Err(std::io::Error::last_os_error());
-        }
-      }
-    }
-    Ok(())
-  }
-
-  fn fsync(&self) -> std::io::Result<()> {
-    if self.syncs_file_system() {
-      return self.syncfs();
-    }
-    let mut dirs = HashSet::new();
-    for (path, u) in &self.files {
-      match &u.file {
-        Some(f) => f.sync_data()?,
-        None => match std::fs::File::open(path) {
-          Ok(f) => f.sync_data()?,
-          Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-          Err(e) => return Err(e),
-        },
-      }
-      if u.dir
-        && let Some(parent) = path.parent()
-      {
-        dirs.insert(parent);
-      }
-    }
-    // New WALs' directory entries: one fsync per directory, not per file.
-    for dir in dirs {
-      std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-  }
-}
-
-/// From this many fsync calls on, a round syncs the file system once
-/// instead: one device flush rather than one per file. New objects need
-/// three each (database, WAL, directory), so a spread over many objects
-/// otherwise waits on a flush per file. Below it, a round waits only for its
-/// own files, not for whatever else the file system has to write back.
-const SYNCFS_FROM: usize = 6;
-
-/// syncfs(2) reports writeback errors only since Linux 5.8; before, it
-/// returned 0 regardless, so older kernels keep one fsync per file.
-fn syncfs_reports_errors() -> bool {
-  static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-  *OK.get_or_init(|| {
-    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
-      return false;
-    };
-    let mut parts = release
-      .trim()
-      .split(['.', '-'])
-      .map(|p| p.parse::<u32>().ok());
-    matches!((parts.next(), parts.next()), (Some(Some(a)), Some(Some(b))) if (a, b) >= (5, 8))
-  })
-}
-
-/// A cell's WAL joins the next durability round (`dir`: its directory
-/// entry too).
-fn note_unsynced(unsynced: &mut HashMap<PathBuf, Unsynced>, db: &mut CellDb, dir: bool) {
-  let file = db.wal_file();
-  let u = unsynced
-    .entry(db.wal_path())
-    .or_insert(Unsynced { dir, file: None });
-  u.dir |= dir;
-  u.file = u.file.take().or(file);
 }
 
 impl Cells {
@@ -522,7 +368,15 @@ pub async fn op_cell_activate(
   };
   let (db, repl) = crate::replica::open(fleet, path, scope)
     .await
-    .map_err(JsErrorBox::generic)?;
+    .map_err(|e| match e.owner {
+      // The glue turns it into a retryable error naming the owner (a 503
+      // at the edge), see js/40_cell.js.
+      Some(owner) => JsErrorBox::new(
+        "CellOwnedElsewhere",
+        serde_json::json!({"message": e.message, "owner": owner}).to_string(),
+      ),
+      None => JsErrorBox::generic(e.message),
+    })?;
   let mut st = state.borrow_mut();
   Ok(cells(&mut st).insert(&unique_key, &id_hex, db, Some(repl)))
 }
@@ -545,6 +399,15 @@ impl Cells {
     self.by_key.insert(key.clone(), h);
     self.key_of.insert(h, key);
     h
+  }
+}
+
+#[cfg(test)]
+impl Cells {
+  fn insert_for_test(&mut self, h: u32, name: &str, db: CellDb) {
+    self.dbs.insert(h, db);
+    self.key_of.insert(h, format!("ns/{name}"));
+    self.by_key.insert(format!("ns/{name}"), h);
   }
 }
 
@@ -825,6 +688,7 @@ pub fn op_sql_exec<'a>(
 #[cfg(test)]
 mod tests {
   use super::*;
+  use crate::sync::syncfs_reports_errors;
 
   #[test]
   fn output_waits_until_its_commit_round_is_fsynced() {
@@ -900,6 +764,42 @@ mod tests {
     assert_eq!(batch.files.len(), 6, "four WALs and two new databases");
     assert_eq!(batch.syncs_file_system(), syncfs_reports_errors());
     batch.run().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+  }
+
+  #[test]
+  fn a_round_after_a_failed_round_acknowledges_nothing_of_that_cell() {
+    let dir = std::env::temp_dir().join(format!("cellhost-cells-gap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = Cells::new(dir.clone(), None);
+    for (h, name) in [(1, "a"), (2, "b")] {
+      let db = CellDb::open(&dir.join(format!("{name}.sqlite"))).unwrap();
+      c.insert_for_test(h, name, db);
+    }
+    // Two rounds in flight: the first fails for cell 1 (its upload), the
+    // second succeeded on its own for both cells.
+    let first = [(1, "ns/a".to_string()), (2, "ns/b".to_string())];
+    let failed = c.settle_round(
+      1,
+      &first,
+      Err(SyncFailure {
+        message: "the upload of transaction 61 failed".into(),
+        cells: vec![1],
+      }),
+    );
+    assert_eq!(failed.keys().collect::<Vec<_>>(), vec!["ns/a"]);
+    let second = c.settle_round(2, &first, Ok(()));
+    assert_eq!(
+      second.get("ns/a").map(|(m, reset)| (m.as_str(), *reset)),
+      Some(("the upload of transaction 61 failed", true)),
+      "above the gap: not acknowledged"
+    );
+    assert!(
+      !second.contains_key("ns/b"),
+      "its neighbour is acknowledged"
+    );
+    // The reset cell refuses further use until it is rebuilt.
+    assert!(c.db(1).is_err() && c.db(2).is_ok());
     let _ = std::fs::remove_dir_all(dir);
   }
 }

@@ -15,6 +15,7 @@ mod http;
 mod id;
 mod replica;
 pub mod set;
+mod sync;
 mod wake;
 pub mod ws;
 
@@ -84,6 +85,7 @@ deno_core::extension!(
     "00_globals.js",
     "01_keys.js",
     "05_timers.js",
+    "06_budget.js",
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",

@@ -33,7 +33,7 @@ pub(crate) async fn open(
   fleet: Arc<Fleet>,
   path: PathBuf,
   scope: String,
-) -> Result<(CellDb, Repl), String> {
+) -> Result<(CellDb, Repl), cellhost_fleet::ActivateError> {
   let act = fleet.activate(scope.clone()).await?;
   let (db, repl, upload) = prepare(&path, &scope, act)?;
   // The generation's snapshot is in the bucket before the cell serves.

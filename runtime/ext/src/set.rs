@@ -91,12 +91,10 @@ pub fn put_permissions(state: &mut OpState) {
   let parser = Arc::new(deno_permissions::RuntimePermissionDescriptorParser::new(
     sys_traits::impls::RealSys,
   ));
-  let net = match crate::egress::policy() {
-    crate::egress::Egress::None => None,
-    _ => Some(Vec::new()),
-  };
+  // The egress policy (`egress`) decides where connections go, with its
+  // own messages; here the network is simply not one of the denied kinds.
   let options = deno_permissions::PermissionsOptions {
-    allow_net: net,
+    allow_net: Some(Vec::new()),
     prompt: false,
     ..Default::default()
   };

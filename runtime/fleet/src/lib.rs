@@ -40,6 +40,29 @@ pub struct Activation {
   pub image: Option<Vec<u8>>,
 }
 
+/// Why a cell could not be taken. `owner` is set when another live node
+/// holds it: a refusal a client can retry there, not an unknown outcome.
+#[derive(Debug)]
+pub struct ActivateError {
+  pub message: String,
+  pub owner: Option<String>,
+}
+
+impl From<String> for ActivateError {
+  fn from(message: String) -> Self {
+    ActivateError {
+      message,
+      owner: None,
+    }
+  }
+}
+
+impl std::fmt::Display for ActivateError {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(&self.message)
+  }
+}
+
 /// One LTX object of a group commit.
 pub struct Upload {
   pub scope: String,
@@ -160,12 +183,15 @@ impl Fleet {
   }
 
   /// Takes the cell `scope` (`Class:id`) for this node.
-  pub async fn activate(&self, scope: String) -> Result<Activation, String> {
+  pub async fn activate(&self, scope: String) -> Result<Activation, ActivateError> {
     if !self.can_ack() {
-      return Err(format!(
-        "node {} cannot take cells: its lease is not live",
-        self.node
-      ));
+      return Err(
+        format!(
+          "node {} cannot take cells: its lease is not live",
+          self.node
+        )
+        .into(),
+      );
     }
     let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
     let (acq, image) = self

@@ -5,7 +5,8 @@ use cellhost_bucket::Bucket;
 use cellhost_logic::ack::{AckDecision, Broken, ack_decision};
 use cellhost_logic::lease::NodeLease;
 use cellhost_logic::own::{
-  Acquire, AcquireStep, Acquired, OwnRecord, Release, ReleaseOutcome, ReleaseStep, own_key,
+  Acquire, AcquireError, AcquireStep, Acquired, OwnRecord, Release, ReleaseOutcome, ReleaseStep,
+  own_key,
 };
 use cellhost_logic::restore::{Chain, LtxKey, ltx_prefix};
 use cellhost_logic::{ReadResult, StoreError, Token};
@@ -53,7 +54,7 @@ pub async fn acquire(
   bucket: &Bucket,
   node: &str,
   scope: &str,
-) -> Result<(Acquired, Option<Vec<u8>>), String> {
+) -> Result<(Acquired, Option<Vec<u8>>), crate::ActivateError> {
   let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
   acq.set_jitter_seed(crate::jitter_seed());
   loop {
@@ -94,7 +95,13 @@ pub async fn acquire(
         };
         return Ok((a, image));
       }
-      AcquireStep::Failed(e) => return Err(e.to_string()),
+      AcquireStep::Failed(AcquireError::OwnedElsewhere(e)) => {
+        return Err(crate::ActivateError {
+          message: e.to_string(),
+          owner: Some(e.owner),
+        });
+      }
+      AcquireStep::Failed(e) => return Err(e.to_string().into()),
     };
   }
 }

@@ -23,6 +23,8 @@ pub struct PoolOptions {
   pub isolates: usize,
   pub cpu_limit: Duration,
   pub heap_limit_mb: usize,
+  /// Outbound requests one event may start (0: no limit).
+  pub max_subrequests: u32,
 }
 
 /// Runs on every isolate thread once its isolate is up (the server's accept
@@ -231,6 +233,7 @@ async fn boot(
     "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
     "env": spec.env,
     "isolate": index,
+    "maxSubrequests": opts.max_subrequests,
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,
       "className": d.class_name,

@@ -18,17 +18,34 @@ use tokio::sync::oneshot;
 
 use cellhost_ext::ReplyStream;
 
+/// What one request may bring and one response may carry. Cloudflare's
+/// edge enforces these before a Worker runs; a host running code it did
+/// not write needs them too.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+  /// A request body larger than this is refused with 413 (by its
+  /// `Content-Length`) or cut off with an error while it streams in.
+  pub max_body_bytes: u64,
+}
+
+/// The request line and headers together: Cloudflare's 128 KB. A larger
+/// head is answered 431 without reaching the Worker.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 128 << 10;
+/// A response's headers together; a Worker that sets more gets a 500.
+pub const MAX_RESPONSE_HEADER_BYTES: usize = 128 << 10;
+
 /// Listeners bound before the isolates start, so a busy port fails the
 /// start-up instead of a thread.
 pub struct Listeners {
   pub addr: SocketAddr,
   sockets: Mutex<Vec<Option<TcpListener>>>,
+  limits: Limits,
 }
 
 impl Listeners {
   /// Binds `n` listeners on `addr` with SO_REUSEPORT. Port 0 picks one port
   /// for all of them.
-  pub fn bind(mut addr: SocketAddr, n: usize) -> anyhow::Result<Arc<Self>> {
+  pub fn bind(mut addr: SocketAddr, n: usize, limits: Limits) -> anyhow::Result<Arc<Self>> {
     let mut sockets = Vec::new();
     for _ in 0..n.max(1) {
       let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
@@ -45,12 +62,14 @@ impl Listeners {
     Ok(Arc::new(Listeners {
       addr,
       sockets: Mutex::new(sockets),
+      limits,
     }))
   }
 
   /// The per-thread hook that serves HTTP on isolate thread `index`.
   pub fn hook(self: &Arc<Self>) -> ThreadHook {
     let this = self.clone();
+    let limits = self.limits;
     Arc::new(move |index, pool| {
       let std = this
         .sockets
@@ -61,13 +80,18 @@ impl Listeners {
       Box::pin(async move {
         let Some(std) = std else { return };
         let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
-        accept_loop(listener, index, pool).await
+        accept_loop(listener, index, pool, limits).await
       })
     })
   }
 }
 
-async fn accept_loop(listener: tokio::net::TcpListener, index: usize, pool: IsolatePool) {
+async fn accept_loop(
+  listener: tokio::net::TcpListener,
+  index: usize,
+  pool: IsolatePool,
+  limits: Limits,
+) {
   loop {
     let stream = match listener.accept().await {
       Ok((stream, _)) => stream,
@@ -80,9 +104,10 @@ async fn accept_loop(listener: tokio::net::TcpListener, index: usize, pool: Isol
     let _ = stream.set_nodelay(true);
     let pool = pool.clone();
     tokio::task::spawn_local(async move {
-      let svc = hyper::service::service_fn(move |req| handle(req, index, pool.clone()));
+      let svc = hyper::service::service_fn(move |req| handle(req, index, pool.clone(), limits));
       let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
+        .max_buf_size(MAX_REQUEST_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades();
       if let Err(e) = conn.await {
@@ -96,7 +121,30 @@ async fn handle(
   mut req: Request<Incoming>,
   index: usize,
   pool: IsolatePool,
+  limits: Limits,
 ) -> Result<Response<ReplyStream>, Infallible> {
+  let head = req.uri().to_string().len()
+    + req
+      .headers()
+      .iter()
+      .map(|(k, v)| k.as_str().len() + v.len() + 4)
+      .sum::<usize>();
+  if head > MAX_REQUEST_HEAD_BYTES {
+    return Ok(plain(
+      StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+      "Request Header Fields Too Large\n",
+    ));
+  }
+  let declared = req
+    .headers()
+    .get(http::header::CONTENT_LENGTH)
+    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+  if declared.is_some_and(|n| n > limits.max_body_bytes) {
+    return Ok(plain(
+      StatusCode::PAYLOAD_TOO_LARGE,
+      "Payload Too Large: the request body exceeds this host's limit\n",
+    ));
+  }
   // A WebSocket handshake: the connection is upgraded if the Worker
   // answers 101 with a WebSocket.
   let upgrade = websocket_key(&req).map(|key| (key, hyper::upgrade::on(&mut req)));
@@ -117,7 +165,11 @@ async fn handle(
     .iter()
     .map(|(k, v)| (ByteString::from(k.as_str()), ByteString::from(v.as_bytes())))
     .collect();
-  let body = (!body.is_end_stream()).then(|| body.map_err(|e| e.into()).boxed_unsync());
+  // A body without a length is cut off where it passes the limit: the
+  // Worker's read of it fails.
+  let max = usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX);
+  let body =
+    (!body.is_end_stream()).then(|| http_body_util::Limited::new(body, max).boxed_unsync());
   let (tx, rx) = oneshot::channel();
   let job = HttpJob {
     actor: None,
@@ -199,6 +251,9 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
     ReplyBody::Error(reason) => return error_response(&reason),
     ReplyBody::WebSocket(_) => return error_response("a WebSocket reply without a status of 101"),
   };
+  if header_bytes(&reply.headers) > MAX_RESPONSE_HEADER_BYTES {
+    return error_response("the response's headers exceed 128 KiB");
+  }
   let mut res = Response::new(body);
   *res.status_mut() =
     StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -208,6 +263,20 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
       headers.append(k, v);
     }
   }
+  res
+}
+
+fn header_bytes(headers: &[(ByteString, ByteString)]) -> usize {
+  headers.iter().map(|(k, v)| k.len() + v.len() + 4).sum()
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<ReplyStream> {
+  let mut res = Response::new(ReplyStream::full(Bytes::from_static(text.as_bytes())));
+  *res.status_mut() = status;
+  res.headers_mut().insert(
+    http::header::CONTENT_TYPE,
+    HeaderValue::from_static("text/plain;charset=UTF-8"),
+  );
   res
 }
 
