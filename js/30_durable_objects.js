@@ -197,6 +197,11 @@ export function encode(v, depth = 0) {
   if (ObjectPrototypeIsPrototypeOf(RpcTarget.prototype, v)) return exportValue(v);
   if (primordials.ArrayIsArray(v)) return v.map((x) => encode(x, depth + 1));
   if (plain(v)) {
+    // A marker is only ever made here: user data cannot forge a stub to
+    // another event's exports.
+    if (primordials.ObjectHasOwn(v, STUB_KEY)) {
+      throw new DOMException(`The property name "${STUB_KEY}" is reserved by cellhost's RPC`, "DataCloneError");
+    }
     const o = {};
     for (const k of primordials.ObjectKeys(v)) o[k] = encode(v[k], depth + 1);
     return o;
