@@ -12,23 +12,65 @@ const {
   clearInterval: denoClearInterval,
 } = core.loadExtScript("ext:deno_web/02_timers.js");
 
+const { op_defer, op_cellhost_log } = core.ops;
+
+// Our own ids over two schedulers: Deno's timers (a millisecond wheel), and
+// for a one-shot timer of 0 ms (or none) the next macrotask, as workerd fires
+// it, with no millisecond floor (an app awaiting setTimeout(0) per message
+// must not wait 1-2 ms each time).
+let nextId = 1;
+const active = new primordials.SafeMap();
+
+function runFast(id, rec, callback, args) {
+  if (active.get(id) !== rec) return; // cleared meanwhile
+  active.delete(id);
+  try {
+    callback(...args);
+  } catch (e) {
+    op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
+  }
+}
+
+function schedule(id, callback, delay, args, repeat) {
+  const ms = +delay;
+  if (!repeat && !(ms > 0)) {
+    const rec = { fast: true };
+    active.set(id, rec);
+    op_defer().then(() => runFast(id, rec, callback, args));
+    return;
+  }
+  const f = repeat ? denoSetInterval : denoSetTimeout;
+  const wrapped = repeat ? callback : (...a) => {
+    active.delete(id);
+    return callback(...a);
+  };
+  active.set(id, { deno: f(wrapped, delay, ...args), repeat });
+}
+
+function cancel(id) {
+  const rec = active.get(id);
+  if (rec === undefined) return;
+  active.delete(id);
+  if (rec.deno !== undefined) (rec.repeat ? denoClearInterval : denoClearTimeout)(rec.deno);
+}
+
 class Timeout {
   #id;
   #repeat;
   #callback;
   #delay;
   #args;
-  constructor(id, repeat, callback, delay, args) {
-    this.#id = id;
+  constructor(repeat, callback, delay, args) {
+    this.#id = nextId++;
     this.#repeat = repeat;
     this.#callback = callback;
     this.#delay = delay;
     this.#args = args;
+    schedule(this.#id, callback, delay, args, repeat);
   }
   refresh() {
-    denoClearTimeout(this.#id);
-    const f = this.#repeat ? denoSetInterval : denoSetTimeout;
-    this.#id = f(this.#callback, this.#delay, ...this.#args);
+    cancel(this.#id);
+    schedule(this.#id, this.#callback, this.#delay, this.#args, this.#repeat);
     return this;
   }
   unref() {
@@ -41,7 +83,7 @@ class Timeout {
     return true;
   }
   close() {
-    denoClearTimeout(this.#id);
+    cancel(this.#id);
     return this;
   }
   [SymbolToPrimitive]() {
@@ -75,18 +117,18 @@ function checkCallback(callback) {
 
 export function setTimeout(callback, delay = 0, ...args) {
   checkCallback(callback);
-  return new Timeout(denoSetTimeout(callback, delay, ...args), false, callback, delay, args);
+  return new Timeout(false, callback, delay, args);
 }
 
 export function setInterval(callback, delay = 0, ...args) {
   checkCallback(callback);
-  return new Timeout(denoSetInterval(callback, delay, ...args), true, callback, delay, args);
+  return new Timeout(true, callback, delay, args);
 }
 
 export function clearTimeout(t) {
-  denoClearTimeout(idOf(t));
+  cancel(+idOf(t));
 }
 
 export function clearInterval(t) {
-  denoClearInterval(idOf(t));
+  cancel(+idOf(t));
 }

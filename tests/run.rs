@@ -56,6 +56,45 @@ fn wrangler_jsonc_vars_and_dev_vars() {
 }
 
 #[test]
+fn config_keys_cellhost_does_not_act_on_are_never_silent() {
+  let d = tmpdir("keys");
+  write(
+    &d,
+    "index.js",
+    "export default { fetch() { return new Response('up') } }",
+  );
+  let base = "name = \"k\"\nmain = \"index.js\"\ncompatibility_date = \"2026-11-01\"\n";
+  // A binding the Worker would see stops the start, by name.
+  write(
+    &d,
+    "wrangler.toml",
+    &format!("{base}[[kv_namespaces]]\nbinding = \"KV\"\nid = \"x\"\n"),
+  );
+  let (code, out) = cellhost_fails(&d);
+  assert_eq!(code, Some(1), "{out}");
+  assert!(
+    out.contains("`kv_namespaces` (KV namespace bindings) is not supported"),
+    "{out}"
+  );
+  // Settings that change nothing here, and unknown keys, are warnings.
+  write(
+    &d,
+    "wrangler.toml",
+    &format!("{base}workers_dev = true\nmade_up_key = 1\n[observability]\nenabled = true\n"),
+  );
+  let ch = Cellhost::start(&d, &[]);
+  assert_eq!(get(ch.addr, "/").text(), "up");
+  let log = ch.log();
+  for key in [
+    "`workers_dev` is ignored",
+    "`observability` is ignored",
+    "unknown key `made_up_key`",
+  ] {
+    assert!(log.contains(key), "{key}: {log}");
+  }
+}
+
+#[test]
 fn syntax_error_exits_with_location() {
   let d = tmpdir("syntax");
   let f = write(

@@ -24,6 +24,9 @@ struct WranglerConfig {
   vars: Map<String, Value>,
   durable_objects: DurableObjects,
   migrations: Vec<Migration>,
+  /// Everything else: refused or warned about by name (`keys`).
+  #[serde(flatten)]
+  other: std::collections::BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -133,6 +136,7 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       dir.display()
     );
   };
+  crate::keys::check(&file, &cfg.other)?;
   let Some(main) = cfg.main else {
     bail!(
       "{}: `main` is missing (the Worker's entry file)",

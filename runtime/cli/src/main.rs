@@ -1,6 +1,7 @@
 //! The `cellhost` command.
 
 mod config;
+mod keys;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -420,6 +420,8 @@ impl Cells {
     }
     self.last_round.remove(&h);
     self.dir_synced.remove(&h);
+    // The latch keeps the handle: a round still in flight may cover it.
+    self.failed.remove(&h);
   }
 }
 
