@@ -31,6 +31,7 @@ const event = core.loadExtScript("ext:deno_web/02_event.js");
 import * as timers from "ext:cellhost/05_timers.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
 import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
+import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -175,6 +176,9 @@ ObjectDefineProperties(globalThis, {
   structuredClone: core.propWritable(messagePort.structuredClone),
   reportError: core.propWritable(event.reportError),
   console: core.propNonEnumerable(console),
+  scheduler: core.propWritable(workersGlobals.scheduler),
+  IdentityTransformStream: core.propNonEnumerable(workersGlobals.IdentityTransformStream),
+  FixedLengthStream: core.propNonEnumerable(workersGlobals.FixedLengthStream),
   navigator: core.propGetterOnly(() => navigator),
   self: core.propGetterOnly(() => globalThis),
   caches: missing("caches", "the Cache API"),

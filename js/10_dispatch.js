@@ -10,8 +10,10 @@ import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
+import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
 
 const {
+  ObjectDefineProperty,
   ObjectPrototypeIsPrototypeOf,
   PromisePrototypeThen,
   TypeError,
@@ -168,8 +170,21 @@ export function makeRequest(job) {
     body,
     false,
   );
-  return requestMod.fromInnerRequest(inner, "immutable");
+  const request = requestMod.fromInnerRequest(inner, "immutable");
+  incomingCf.set(request, fallbackCf());
+  return request;
 }
+
+// `request.cf`: set on requests that arrive from outside, as workerd and
+// wrangler dev do; a Request the Worker builds itself has none.
+const incomingCf = new primordials.SafeWeakMap();
+ObjectDefineProperty(requestMod.Request.prototype, "cf", {
+  get() {
+    return incomingCf.get(this);
+  },
+  enumerable: true,
+  configurable: true,
+});
 
 function callHandler(request) {
   const ctx = new ExecutionContext();
@@ -290,8 +305,13 @@ export function respond(id, response) {
   if (s.locked || streams.isReadableStreamDisturbed(s)) {
     throw new TypeError("Body is unusable: ReadableStream is locked or disturbed");
   }
-  const rid = streams.resourceForReadableStream(s, body.length ?? undefined);
-  op_cellhost_respond_stream(id, inner.status, headerList, rid);
+  const fixed = fixedLengths.get(s);
+  let list = headerList;
+  if (fixed !== undefined && !list.some((h) => h[0].toLowerCase() === "content-length")) {
+    list = [...list, ["content-length", `${fixed}`]];
+  }
+  const rid = streams.resourceForReadableStream(s, body.length ?? fixed ?? undefined);
+  op_cellhost_respond_stream(id, inner.status, list, rid);
 }
 
 function sendStatic(id, status, headers, body) {

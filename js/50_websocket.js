@@ -110,10 +110,6 @@ export function closeOn(st, code, reason) {
 export class WebSocket extends EventTarget {
   #st;
   #binaryType = "blob";
-  static CONNECTING = CONNECTING;
-  static OPEN = OPEN;
-  static CLOSING = CLOSING;
-  static CLOSED = CLOSED;
 
   constructor(url, protocols) {
     super();
@@ -225,8 +221,16 @@ export class WebSocket extends EventTarget {
   }
 }
 
-for (const [name, v] of [["CONNECTING", 0], ["OPEN", 1], ["CLOSING", 2], ["CLOSED", 3]]) {
-  ObjectDefineProperty(WebSocket.prototype, name, { value: v, enumerable: true });
+// workerd's constants, under both names, on the class and its instances
+// (libraries compare readyState with READY_STATE_OPEN).
+for (
+  const [name, v] of [["CONNECTING", 0], ["OPEN", 1], ["CLOSING", 2], ["CLOSED", 3]]
+) {
+  for (const key of [name, `READY_STATE_${name}`]) {
+    const d = { value: v, enumerable: true, configurable: true };
+    ObjectDefineProperty(WebSocket, key, d);
+    ObjectDefineProperty(WebSocket.prototype, key, d);
+  }
 }
 
 /** A JS object for an endpoint that arrived from elsewhere. */

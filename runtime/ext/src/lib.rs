@@ -86,6 +86,7 @@ deno_core::extension!(
     "01_keys.js",
     "05_timers.js",
     "06_budget.js",
+    "07_workers_globals.js",
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",

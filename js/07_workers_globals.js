@@ -1,0 +1,127 @@
+// Globals workerd offers beyond the Web platform: `scheduler`,
+// `IdentityTransformStream`, `FixedLengthStream`, and the `cf` object of
+// incoming requests.
+import { core, primordials } from "ext:core/mod.js";
+
+const {
+
+  ObjectDefineProperty,
+  PromiseReject,
+  RangeError,
+  SymbolToStringTag,
+  TypeError,
+} = primordials;
+const { TransformStream } = core.loadExtScript("ext:deno_web/06_streams.js");
+
+class Scheduler {
+  /** Resolves after `delay` ms; an aborted signal rejects with its reason. */
+  wait(delay, options) {
+    const signal = options?.signal;
+    if (signal?.aborted) return PromiseReject(signal.reason);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(resolve, delay);
+      signal?.addEventListener("abort", () => {
+        clearTimeout(t);
+        reject(signal.reason);
+      }, { once: true });
+    });
+  }
+}
+ObjectDefineProperty(Scheduler.prototype, SymbolToStringTag, {
+  value: "Scheduler",
+  configurable: true,
+});
+export const scheduler = new Scheduler();
+
+function asBytes(chunk) {
+  if (ArrayBuffer.isView(chunk)) {
+    return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  }
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  throw new TypeError(
+    "This TransformStream is being used as a byte stream, but received an object of non-ArrayBuffer/ArrayBufferView type on its writable side.",
+  );
+}
+
+/** A byte stream that passes what is written to its readable side. */
+export class IdentityTransformStream extends TransformStream {
+  constructor(transformer) {
+    super(transformer ?? {
+      transform(chunk, controller) {
+        controller.enqueue(asBytes(chunk));
+      },
+    });
+  }
+}
+
+/** An identity byte stream of a declared length: writing more, or closing
+ * early, errors it; a Response over its readable side gets Content-Length. */
+export class FixedLengthStream extends IdentityTransformStream {
+  #length;
+  constructor(length) {
+    const expected = Number(length);
+    if (!Number.isInteger(expected) || expected < 0) {
+      throw new RangeError("FixedLengthStream requires a non-negative integer expected length.");
+    }
+    let seen = 0;
+    super({
+      transform(chunk, controller) {
+        const bytes = asBytes(chunk);
+        seen += bytes.byteLength;
+        if (seen > expected) {
+          throw new TypeError("Attempt to write too many bytes through a FixedLengthStream.");
+        }
+        controller.enqueue(bytes);
+      },
+      flush() {
+        if (seen < expected) {
+          throw new TypeError("FixedLengthStream did not see all expected bytes before close().");
+        }
+      },
+    });
+    this.#length = expected;
+    fixedLengths.set(this.readable, expected);
+  }
+  get expectedLength() {
+    return this.#length;
+  }
+}
+
+/** The declared length of a FixedLengthStream's readable side, if any. */
+export const fixedLengths = new primordials.SafeWeakMap();
+
+// `request.cf` of an incoming request: wrangler dev's fallback (Cloudflare
+// adds the real one at its edge; a host has no geolocation of its own).
+export function fallbackCf() {
+  return {
+    asOrganization: "",
+    asn: 395747,
+    colo: "DFW",
+    city: "Austin",
+    region: "Texas",
+    regionCode: "TX",
+    metroCode: "635",
+    postalCode: "78701",
+    country: "US",
+    continent: "NA",
+    timezone: "America/Chicago",
+    latitude: "30.27130",
+    longitude: "-97.74260",
+    clientTcpRtt: 0,
+    httpProtocol: "HTTP/1.1",
+    requestPriority: "weight=192;exclusive=0",
+    tlsCipher: "",
+    tlsVersion: "",
+    edgeRequestKeepAliveStatus: 0,
+    clientTrustScore: 99,
+    botManagement: {
+      corporateProxy: false,
+      verifiedBot: false,
+      ja3Hash: "",
+      staticResource: false,
+      detectionIds: [],
+      score: 99,
+    },
+  };
+}
+
