@@ -253,9 +253,27 @@ core.registerErrorBuilder(
 core.setReportExceptionCallback((e) =>
   core.ops.op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`)
 );
-core.setUnhandledPromiseRejectionHandler((_promise, reason) => {
+// The global scope hears about them as workerd tells it: `unhandledrejection`
+// (not cancelable) and, once such a promise gets a handler,
+// `rejectionhandled`.
+function dispatchRejection(type, init) {
+  try {
+    FunctionPrototypeCall(
+      targetProto.dispatchEvent,
+      globalThis,
+      new event.PromiseRejectionEvent(type, init),
+    );
+  } catch (e) {
+    core.ops.op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
+  }
+}
+core.setUnhandledPromiseRejectionHandler((promise, reason) => {
+  dispatchRejection("unhandledrejection", { promise, reason, cancelable: false });
   core.ops.op_cellhost_log(3, `Uncaught (in promise) ${reason?.stack ?? reason}\n`);
   return true;
+});
+core.setHandledPromiseRejectionHandler((promise) => {
+  dispatchRejection("rejectionhandled", { promise });
 });
 
 // workerd extends subtle.digest with MD5.
