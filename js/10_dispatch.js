@@ -3,7 +3,7 @@
 // Response back to Rust (fast paths for static bodies, a stream resource
 // otherwise).
 import { core, primordials } from "ext:core/mod.js";
-import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+import { setModuleEnv, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
@@ -102,13 +102,24 @@ class ExecutionContext {
   }
 }
 
-// Called once by the host after the main module evaluated. `ns` is the module
-// namespace (module format) or null (service-worker format).
-export function boot(ns, configJson) {
-  const config = JSONParse(configJson);
-  const env = config.env;
+let config = null;
+
+// Called once by the host before the Worker's modules evaluate: the
+// bindings exist from then on (`import { env } from "cloudflare:workers"`).
+export function prepare(configJson) {
+  config = JSONParse(configJson);
   setIsolate(config.isolate);
   setSubrequestLimit(config.maxSubrequests);
+  for (let i = 0; i < config.durableObjects.length; i++) {
+    config.env[config.durableObjects[i].binding] = makeNamespace(i);
+  }
+  setModuleEnv(config.env);
+}
+
+// Called once by the host after the main module evaluated. `ns` is the module
+// namespace (module format) or null (service-worker format).
+export function boot(ns) {
+  const env = config.env;
   const actors = [];
   for (let i = 0; i < config.durableObjects.length; i++) {
     const d = config.durableObjects[i];
@@ -119,7 +130,6 @@ export function boot(ns, configJson) {
       );
     }
     actors.push({ cls, className: d.className, uniqueKey: d.uniqueKey, sqlite: d.sqlite });
-    env[d.binding] = makeNamespace(i);
   }
   setupActors(actors, env);
   if (ns === null) {

@@ -22,3 +22,46 @@ export class WorkflowEntrypoint {
     throw new Error("WorkflowEntrypoint (Workflows) is not supported by cellhost yet");
   }
 }
+
+// The Worker's bindings, for code that imports them instead of taking the
+// handler's `env` (filled before the Worker's modules evaluate, so their
+// top level sees them too). A copy: workerd's is not the handler's object.
+export const env = {};
+
+export function setModuleEnv(bindings) {
+  for (const k of Object.keys(bindings)) env[k] = bindings[k];
+}
+
+/** Keeps work of the current event going after its response, observed so a
+ * rejection is logged. */
+export function waitUntil(promise) {
+  Promise.resolve(promise).then(undefined, (e) =>
+    globalThis.console.error(`Uncaught (in waitUntil) ${e?.stack ?? e}`)
+  );
+}
+
+// The rest of workerd's module: importing them works, using them fails
+// with their name (never a silent `undefined`).
+function unsupported(name) {
+  return () => {
+    throw new Error(`cloudflare:workers ${name} is not supported by cellhost yet`);
+  };
+}
+
+function unsupportedObject(name) {
+  const fail = unsupported(name);
+  return new Proxy({}, { get: fail, set: fail, has: fail, ownKeys: fail, apply: fail });
+}
+
+export const RpcStub = unsupported("RpcStub");
+export const RpcPromise = unsupported("RpcPromise");
+export const RpcProperty = unsupported("RpcProperty");
+export const ServiceStub = unsupported("ServiceStub");
+export const abortIsolate = unsupported("abortIsolate()");
+export const withEnv = unsupported("withEnv()");
+export const withExports = unsupported("withExports()");
+export const withEnvAndExports = unsupported("withEnvAndExports()");
+export const exports = unsupportedObject("exports");
+export const cache = unsupportedObject("cache");
+export const tracing = unsupportedObject("tracing");
+export const restore = Symbol("restore");

@@ -6,9 +6,9 @@ import { primordials } from "ext:core/mod.js";
 import "ext:cellhost/00_globals.js";
 import "ext:cellhost/50_websocket.js";
 import * as workers from "ext:cellhost/20_workers_module.js";
-import { boot } from "ext:cellhost/10_dispatch.js";
+import { boot, prepare } from "ext:cellhost/10_dispatch.js";
 
 const { SymbolFor } = primordials;
 
-globalThis[SymbolFor("cellhost.boot")] = boot;
+globalThis[SymbolFor("cellhost.boot")] = { prepare, boot };
 globalThis[SymbolFor("cellhost.workers")] = workers;

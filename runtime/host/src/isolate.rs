@@ -202,7 +202,30 @@ async fn boot(
     current + (64 << 20)
   });
 
-  let boot_fn = seal(&mut js).await?;
+  let (prepare, boot) = seal(&mut js).await?;
+  let config = serde_json::json!({
+    "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
+    "env": spec.env,
+    "isolate": index,
+    "maxSubrequests": opts.max_subrequests,
+    "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
+      "binding": d.binding,
+      "className": d.class_name,
+      "uniqueKey": d.unique_key,
+      "sqlite": d.sqlite,
+    })).collect::<Vec<_>>(),
+  })
+  .to_string();
+  // The bindings exist before the Worker's modules evaluate.
+  let config = {
+    deno_core::scope!(scope, &mut js);
+    let config = v8::String::new(scope, &config).unwrap();
+    v8::Global::new(scope, v8::Local::<v8::Value>::from(config))
+  };
+  let call = js.call_with_args(&prepare, &[config]);
+  js.with_event_loop_future(call, PollEventLoopOptions::default())
+    .await
+    .map_err(|e| e.to_string())?;
   if !spec.eval_during_startup {
     code_generation(&mut js, false);
   }
@@ -228,33 +251,15 @@ async fn boot(
       None
     }
   };
-
-  let config = serde_json::json!({
-    "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
-    "env": spec.env,
-    "isolate": index,
-    "maxSubrequests": opts.max_subrequests,
-    "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
-      "binding": d.binding,
-      "className": d.class_name,
-      "uniqueKey": d.unique_key,
-      "sqlite": d.sqlite,
-    })).collect::<Vec<_>>(),
-  })
-  .to_string();
-  let args = {
+  let ns = {
     deno_core::scope!(scope, &mut js);
     let ns: v8::Local<v8::Value> = match &ns {
       Some(ns) => v8::Local::new(scope, ns).into(),
       None => v8::null(scope).into(),
     };
-    let config = v8::String::new(scope, &config).unwrap();
-    [
-      v8::Global::new(scope, ns),
-      v8::Global::new(scope, v8::Local::<v8::Value>::from(config)),
-    ]
+    v8::Global::new(scope, ns)
   };
-  let call = js.call_with_args(&boot_fn, &args);
+  let call = js.call_with_args(&boot, &[ns]);
   js.with_event_loop_future(call, PollEventLoopOptions::default())
     .await
     .map_err(|e| e.to_string())?;
@@ -296,12 +301,14 @@ unsafe extern "C" fn wasm_follows_eval(
 }
 
 /// Takes everything internal off the global object before any user code
-/// runs, and returns the dispatch hook. A Worker sees the Workers global
+/// runs, and returns the dispatch hooks (`prepare`, `boot`). A Worker sees the Workers global
 /// scope and nothing else: not deno_core's `Deno` (its ops would reach the
 /// host), not `__bootstrap`, not the hooks the snapshot left for the host.
 /// `cloudflare:workers` is evaluated first, while its hook is still there;
 /// later imports of it come from the module map.
-async fn seal(js: &mut JsRuntime) -> Result<v8::Global<v8::Function>, String> {
+type Hook = v8::Global<v8::Function>;
+
+async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
   let workers = ModuleSpecifier::parse(crate::loader::WORKERS_SPECIFIER).expect("valid");
   let id = js
     .load_side_es_module(&workers)
@@ -325,9 +332,15 @@ async fn seal(js: &mut JsRuntime) -> Result<v8::Global<v8::Function>, String> {
     )
     .map_err(|e| e.to_string())?;
   deno_core::scope!(scope, js);
-  let f = v8::Local::new(scope, f);
-  let f = v8::Local::<v8::Function>::try_from(f).map_err(|e| e.to_string())?;
-  Ok(v8::Global::new(scope, f))
+  let hooks = v8::Local::new(scope, f);
+  let hooks = v8::Local::<v8::Object>::try_from(hooks).map_err(|e| e.to_string())?;
+  let get = |name: &str| -> Result<Hook, String> {
+    let key = v8::String::new(scope, name).unwrap();
+    let f = hooks.get(scope, key.into()).ok_or("missing hook")?;
+    let f = v8::Local::<v8::Function>::try_from(f).map_err(|e| e.to_string())?;
+    Ok(v8::Global::new(scope, f))
+  };
+  Ok((get("prepare")?, get("boot")?))
 }
 
 /// A durability round in flight: its number, the cells it covers, its task,

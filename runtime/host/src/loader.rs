@@ -19,11 +19,11 @@ use deno_error::JsErrorBox;
 /// answered from the module map.
 const WORKERS_MODULE: &str = r#"
 const m = globalThis[Symbol.for("cellhost.workers")];
-export const DurableObject = m.DurableObject;
-export const WorkerEntrypoint = m.WorkerEntrypoint;
-export const RpcTarget = m.RpcTarget;
-export const WorkflowEntrypoint = m.WorkflowEntrypoint;
-export default m;
+export const {
+  DurableObject, WorkerEntrypoint, RpcTarget, WorkflowEntrypoint, env, waitUntil,
+  RpcStub, RpcPromise, RpcProperty, ServiceStub, abortIsolate, withEnv, withExports,
+  withEnvAndExports, exports, cache, tracing, restore,
+} = m;
 "#;
 
 pub const WORKERS_SPECIFIER: &str = "cloudflare:workers";
