@@ -70,6 +70,8 @@ const {
 } = core.ops;
 
 const EVICT_AFTER_MS = 10_000;
+// workerd's limit on blockConcurrencyWhile() calls open at once.
+const BCW_MAX_DEPTH = 64;
 const BCW_TIMEOUT_MS = 30_000;
 const RESERVED = [
   "fetch", "connect", "alarm", "webSocketMessage", "webSocketClose", "webSocketError", "dup",
@@ -406,6 +408,8 @@ class Cell {
           throw new Error("Handler does not export a fetch() function.");
         }
         const res = await this.instance.fetch(makeRequest(job));
+        // Reset while it ran: its answer is the reset (the output gate broke).
+        if (this.broken !== null) throw this.broken;
         respond(job.id, res);
         this.trackSocket(res);
       } else if (job.kind === "ws") {
@@ -413,6 +417,7 @@ class Cell {
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
         const value = await this.invoke(kind, job.method, decode(args));
+        if (this.broken !== null) throw this.broken;
         let bytes;
         try {
           bytes = core.serialize(encode(value));
@@ -526,6 +531,11 @@ class DurableObjectState {
   }
   blockConcurrencyWhile(callback) {
     const cell = this.#cell;
+    if (cell.blocked >= BCW_MAX_DEPTH) {
+      const e = new Error("blockConcurrencyWhile() calls are nested too deeply.");
+      cell.break(e);
+      throw e;
+    }
     cell.blocked++;
     let timer;
     const timeout = new Promise((_, reject) => {

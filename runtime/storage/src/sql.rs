@@ -127,34 +127,16 @@ impl CellDb {
 
 /// Byte length of the first complete statement in `sql` (through its `;`).
 fn statement_end(sql: &str) -> usize {
-  let bytes = sql.as_bytes();
-  let mut i = 0;
-  let mut quote: Option<u8> = None;
-  while i < bytes.len() {
-    let c = bytes[i];
-    match quote {
-      Some(q) if c == q => quote = None,
-      Some(_) => {}
-      None => match c {
-        b'\'' | b'"' | b'`' => quote = Some(c),
-        b'[' => quote = Some(b']'),
-        b'-' if bytes.get(i + 1) == Some(&b'-') => {
-          while i < bytes.len() && bytes[i] != b'\n' {
-            i += 1;
-          }
-        }
-        b'/' if bytes.get(i + 1) == Some(&b'*') => {
-          i += 2;
-          while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-            i += 1;
-          }
-          i += 1;
-        }
-        b';' => return i + 1,
-        _ => {}
-      },
+  // SQLite's own notion of a complete statement: a `;` inside a trigger's
+  // BEGIN ... END, a string or a comment does not end one.
+  for (i, _) in sql.match_indices(';') {
+    let Ok(prefix) = std::ffi::CString::new(&sql[..=i]) else {
+      break; // a NUL byte: SQLite stops there anyway
+    };
+    // SAFETY: a valid NUL-terminated string for the duration of the call.
+    if unsafe { rusqlite::ffi::sqlite3_complete(prefix.as_ptr()) } != 0 {
+      return i + 1;
     }
-    i += 1;
   }
-  bytes.len()
+  sql.len()
 }
