@@ -347,8 +347,11 @@ const STUB_OWN = ["fetch", "id", "name"];
 function makeStub(ns, id) {
   const state = { broken: null };
   const stub = new DurableObjectStub(ns, id, state);
+  // What the caller assigns onto the stub stays local, as on workerd.
+  const assigned = new primordials.SafeMap();
   return new Proxy(stub, {
     get(target, prop) {
+      if (assigned.has(prop)) return assigned.get(prop);
       if (prop === "constructor") {
         return function () {
           throw new TypeError("Illegal constructor");
@@ -365,8 +368,21 @@ function makeStub(ns, id) {
       call.then = (resolve, reject) => rpc(state, ns, id, "get", prop, []).then(resolve, reject);
       return call;
     },
+    set(_target, prop, value) {
+      assigned.set(prop, value);
+      return true;
+    },
+    // Any method name may exist on the remote object.
     has(target, prop) {
-      return ReflectHas(target, prop);
+      return typeof prop === "string" || assigned.has(prop) || ReflectHas(target, prop);
+    },
+    // workerd's stubs show their name and id as own keys.
+    ownKeys() {
+      return ["name", "id"];
+    },
+    getOwnPropertyDescriptor(target, prop) {
+      if (prop !== "name" && prop !== "id") return undefined;
+      return { value: ReflectGet(target, prop, target), enumerable: true, configurable: true, writable: false };
     },
   });
 }
