@@ -118,11 +118,17 @@ impl Cells {
   /// commit). Returns the handles whose commit failed, with the reason.
   pub fn commit_all(&mut self) -> Vec<(u32, String)> {
     let mut failed = Vec::new();
-    if self.dirty.is_empty() {
+    // An async transaction() still open commits in a later turn: its cell
+    // stays dirty (its output keeps waiting) and takes no round number.
+    let dbs = &self.dbs;
+    let (open, ready): (Vec<u32>, Vec<u32>) =
+      (self.dirty.drain()).partition(|h| dbs.get(h).is_some_and(CellDb::in_explicit_transaction));
+    self.dirty.extend(open);
+    if ready.is_empty() {
       return failed;
     }
     self.committed += 1;
-    for h in std::mem::take(&mut self.dirty) {
+    for h in ready {
       let Some(db) = self.dbs.get_mut(&h) else {
         continue;
       };

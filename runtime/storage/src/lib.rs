@@ -259,6 +259,13 @@ impl CellDb {
     }
   }
 
+  /// Whether a transaction()/transactionSync() is open: an async
+  /// transaction() that awaits spans turns, and the end-of-turn commit
+  /// waits for it (committing would release its savepoints).
+  pub fn in_explicit_transaction(&self) -> bool {
+    self.savepoints > 0
+  }
+
   /// transactionSync()/transaction(): a savepoint inside the implicit one.
   pub fn savepoint(&mut self) -> Result<u32, StorageError> {
     self.begin_write()?;
