@@ -770,6 +770,10 @@ class DurableObjectStorage {
   get sql() {
     return this.#sql ??= new SqlStorage(KEY, this.#cell);
   }
+  // workerd lets code (tests, mostly) replace it.
+  set sql(value) {
+    this.#sql = value;
+  }
   get kv() {
     if (!this.#cell.cls.sqlite) {
       throw new Error(
