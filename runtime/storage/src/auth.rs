@@ -31,6 +31,21 @@ const PRAGMAS_ARG: [&str; 10] = [
   "table_list",
 ];
 const VTABLES: [&str; 4] = ["fts5", "fts5vocab", "rtree", "rtree_i32"];
+const FUNCTIONS_DENIED: [&str; 4] = [
+  "sqlite_version",
+  "sqlite_source_id",
+  "sqlite_compileoption_get",
+  "sqlite_compileoption_used",
+];
+
+/// A boolean pragma's value as SQLite reads one; anything else is refused,
+/// as workerd refuses it.
+fn is_bool(v: &str) -> bool {
+  let v = v
+    .trim_matches(|c| c == '\'' || c == '"')
+    .to_ascii_lowercase();
+  ["0", "1", "true", "false", "on", "off", "yes", "no"].contains(&v.as_str())
+}
 
 fn cf(name: &str) -> bool {
   name.len() >= 4 && name[..4].eq_ignore_ascii_case("_cf_")
@@ -51,13 +66,21 @@ pub(crate) fn install(conn: &mut rusqlite::Connection) -> rusqlite::Result<Arc<A
 fn decide(ctx: &AuthContext<'_>) -> Authorization {
   use AuthAction::*;
   let deny = Authorization::Deny;
-  if ctx
-    .database_name
-    .is_some_and(|d| d != "main" && d != "temp")
+  // (For ALTER TABLE ... DROP COLUMN SQLite passes the column here, not a
+  // database: the action names its database itself.)
+  if !matches!(ctx.action, AlterTable { .. })
+    && ctx
+      .database_name
+      .is_some_and(|d| d != "main" && d != "temp")
   {
     return deny;
   }
   match ctx.action {
+    AlterTable { database_name, .. } if database_name != "main" => deny,
+    // A whole-database ANALYZE also analyzes the runtime's tables.
+    Analyze { .. } => Authorization::Allow,
+    // What SQLite build this is stays the runtime's business.
+    Function { function_name } if FUNCTIONS_DENIED.contains(&function_name) => deny,
     Read { table_name, .. }
     | Insert { table_name }
     | Delete { table_name }
@@ -65,7 +88,6 @@ fn decide(ctx: &AuthContext<'_>) -> Authorization {
     | CreateTable { table_name }
     | DropTable { table_name }
     | AlterTable { table_name, .. }
-    | Analyze { table_name }
       if cf(table_name) =>
     {
       deny
@@ -119,7 +141,7 @@ fn decide(ctx: &AuthContext<'_>) -> Authorization {
       let ok = if PRAGMAS_READ.contains(&name.as_str()) {
         pragma_value.is_none()
       } else if PRAGMAS_BOOL.contains(&name.as_str()) {
-        true
+        pragma_value.is_none_or(is_bool)
       } else if PRAGMAS_ARG.contains(&name.as_str()) {
         !pragma_value.is_some_and(cf)
       } else {

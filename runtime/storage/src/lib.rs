@@ -147,6 +147,10 @@ impl CellDb {
     };
     let mut conn = conn.map_err(sqlite_error)?;
     let internal = auth::install(&mut conn).map_err(sqlite_error)?;
+    // workerd's limit on a compound SELECT's terms.
+    conn
+      .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_COMPOUND_SELECT, 5)
+      .map_err(sqlite_error)?;
     let mut db = CellDb {
       conn,
       path: path.to_path_buf(),
