@@ -80,7 +80,10 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
   write(
     &d,
     "wrangler.toml",
-    &format!("{base}workers_dev = true\nmade_up_key = 1\n[observability]\nenabled = true\n"),
+    &format!(
+      "{base}compatibility_flags = [\"nodejs_als\", \"made_up_flag\"]\n\
+       workers_dev = true\nmade_up_key = 1\n[observability]\nenabled = true\n"
+    ),
   );
   let ch = Cellhost::start(&d, &[]);
   assert_eq!(get(ch.addr, "/").text(), "up");
@@ -89,6 +92,9 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
     "`workers_dev` is ignored",
     "`observability` is ignored",
     "unknown key `made_up_key`",
+    "unknown compatibility flag `made_up_flag`",
+    "`nodejs_als`: node:async_hooks (AsyncLocalStorage) not supported",
+    "compatibility date 2026-11-01 turns on `nodejs_compat`",
   ] {
     assert!(log.contains(key), "{key}: {log}");
   }

@@ -149,9 +149,11 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       file.display()
     );
   }
-  for flag in &cfg.compatibility_flags {
-    tracing::debug!("compatibility flag {flag}");
-  }
+  crate::flags::check(
+    &file,
+    cfg.compatibility_date.as_deref(),
+    &cfg.compatibility_flags,
+  );
   let name = cfg.name.unwrap_or_else(|| "worker".into());
   let dos = namespaces(&file, &name, &cfg.durable_objects, &cfg.migrations)?;
   let mut env = cfg.vars;

@@ -1,6 +1,7 @@
 //! The `cellhost` command.
 
 mod config;
+mod flags;
 mod keys;
 
 use std::net::SocketAddr;
