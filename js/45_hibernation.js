@@ -98,7 +98,9 @@ async function readLoop(key, m, entry) {
     // The next frame is read once this one's handler has started, so an
     // auto-response never overtakes frames queued before it.
     await deliver(m.actor, entry, ev);
-    if (ev.kind === "close" || ev.kind === "gone") return; // see finishClose()
+    // The socket's last event (an error is one too: no webSocketClose()
+    // follows it); see finishClose().
+    if (ev.kind === "close" || ev.kind === "gone" || ev.kind === "error") return;
   }
 }
 
