@@ -181,7 +181,7 @@ export function makeRequest(job) {
     false,
   );
   const request = requestMod.fromInnerRequest(inner, "immutable");
-  incomingCf.set(request, fallbackCf());
+  incomingCf.set(request, null); // built on first read: most requests never look
   return request;
 }
 
@@ -190,7 +190,9 @@ export function makeRequest(job) {
 const incomingCf = new primordials.SafeWeakMap();
 ObjectDefineProperty(requestMod.Request.prototype, "cf", {
   get() {
-    return incomingCf.get(this);
+    let cf = incomingCf.get(this);
+    if (cf === null) incomingCf.set(this, cf = fallbackCf());
+    return cf;
   },
   enumerable: true,
   configurable: true,
