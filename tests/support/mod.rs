@@ -16,8 +16,12 @@ pub fn repo_root() -> PathBuf {
     .unwrap()
 }
 
+/// The binary under test: this build's, or `CELLHOST_BIN` (to run the same
+/// tests, the fault lab above all, against another build, e.g. an older one).
 pub fn cellhost_bin() -> PathBuf {
-  PathBuf::from(env!("CARGO_BIN_EXE_cellhost"))
+  std::env::var_os("CELLHOST_BIN")
+    .map(PathBuf::from)
+    .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cellhost")))
 }
 
 /// A running `cellhost run`; killed on drop. Its stderr is collected.

@@ -118,17 +118,14 @@ pub fn load(path: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
 fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   let (file, cfg) = if dir.join("wrangler.toml").exists() {
     let f = dir.join("wrangler.toml");
-    let text = std::fs::read_to_string(&f)?;
-    let cfg: WranglerConfig = toml::from_str(&text).with_context(|| format!("{}", f.display()))?;
+    let cfg = parse(&f, &std::fs::read_to_string(&f)?)?;
     (f, cfg)
   } else if let Some(f) = ["wrangler.jsonc", "wrangler.json"]
     .iter()
     .map(|n| dir.join(n))
     .find(|f| f.exists())
   {
-    let text = std::fs::read_to_string(&f)?;
-    let cfg: WranglerConfig =
-      serde_json::from_str(&strip_jsonc(&text)).with_context(|| format!("{}", f.display()))?;
+    let cfg = parse(&f, &std::fs::read_to_string(&f)?)?;
     (f, cfg)
   } else {
     bail!(
@@ -168,6 +165,17 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.eval_during_startup =
     eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   Ok(worker)
+}
+
+/// A config file's text: TOML for `wrangler.toml`, JSON with comments and
+/// trailing commas otherwise. Pure, so the property tests can reach it.
+fn parse(file: &Path, text: &str) -> anyhow::Result<WranglerConfig> {
+  let cfg = if file.extension().is_some_and(|e| e == "toml") {
+    toml::from_str(text).with_context(|| format!("{}", file.display()))?
+  } else {
+    serde_json::from_str(&strip_jsonc(text)).with_context(|| format!("{}", file.display()))?
+  };
+  Ok(cfg)
 }
 
 /// workerd's `allow_eval_during_startup`: on from 2025-06-01 (or by flag),
@@ -302,5 +310,293 @@ mod tests {
         ("C".into(), "x".into())
       ]
     );
+  }
+  /// Property tests of the config parser (CI runs the default case count; `PROPTEST_CASES=N`
+  /// runs more, see scripts/fuzz.sh). The parser lives in the binary crate, which cargo-fuzz
+  /// cannot link without V8, so these are its fuzz targets.
+  mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// Everything the loader does with a config's text short of reading files.
+    fn load_text(file: &str, text: &str) -> anyhow::Result<Value> {
+      let file = Path::new(file);
+      let cfg = parse(file, text)?;
+      crate::keys::check(file, &cfg.other)?;
+      let name = cfg.name.clone().unwrap_or_else(|| "worker".into());
+      let dos = namespaces(file, &name, &cfg.durable_objects, &cfg.migrations)?;
+      let eval = eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+      // What the Worker gets, as one comparable value.
+      Ok(json!({
+        "name": cfg.name, "main": cfg.main, "date": cfg.compatibility_date,
+        "flags": cfg.compatibility_flags, "vars": cfg.vars, "eval": eval,
+        "dos": dos.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>(),
+        "other": cfg.other,
+      }))
+    }
+
+    /// Any JSON value a config could hold (no null: TOML has none).
+    fn value() -> impl Strategy<Value = Value> {
+      let leaf = prop_oneof![
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+          .prop_filter("finite", |f| f.is_finite())
+          .prop_map(Value::from),
+        any::<String>().prop_map(Value::from),
+        "[a-z0-9 /*\"\\\\,\\]\\}\\n-]{0,10}".prop_map(Value::from),
+      ];
+      leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+          prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+          prop::collection::btree_map(any::<String>(), inner, 0..4)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+      })
+    }
+
+    fn class() -> impl Strategy<Value = String> {
+      prop::sample::select(vec!["A", "B", "Counter"]).prop_map(str::to_string)
+    }
+
+    /// A wrangler config: the keys cellhost reads, with sometimes a key it refuses or warns
+    /// about, and durable_objects/migrations that may or may not agree.
+    fn config() -> impl Strategy<Value = Value> {
+      let binding = (class(), class(), prop::option::weighted(0.1, "[a-z]{1,4}")).prop_map(
+        |(name, class_name, script)| {
+          let mut b = json!({ "name": name, "class_name": class_name });
+          if let Some(s) = script {
+            b["script_name"] = s.into();
+          }
+          b
+        },
+      );
+      let migration = (
+        prop::option::of("v[0-9]"),
+        prop::collection::vec(class(), 0..2),
+        prop::collection::vec(class(), 0..2),
+        prop::option::weighted(0.1, Just(json!([{ "from": "A", "to": "B" }]))),
+      )
+        .prop_map(|(tag, kv, sqlite, renamed)| {
+          let mut m = json!({ "new_classes": kv, "new_sqlite_classes": sqlite });
+          if let Some(t) = tag {
+            m["tag"] = t.into();
+          }
+          if let Some(r) = renamed {
+            m["renamed_classes"] = r;
+          }
+          m
+        });
+      (
+        prop::option::of(any::<String>()),
+        prop::option::of("[a-z/.]{1,12}"),
+        prop::option::of(prop_oneof![
+          "20[0-9]{2}-[01][0-9]-[0-3][0-9]",
+          any::<String>()
+        ]),
+        prop::collection::vec(
+          prop_oneof![
+            Just("allow_eval_during_startup".to_string()),
+            Just("disallow_eval_during_startup".to_string()),
+            any::<String>(),
+          ],
+          0..3,
+        ),
+        prop::collection::btree_map(any::<String>(), value(), 0..4),
+        prop::collection::vec(binding, 0..3),
+        prop::collection::vec(migration, 0..3),
+        prop::option::weighted(
+          0.2,
+          (
+            prop::sample::select(vec!["kv_namespaces", "routes", "observability", "zzz"]),
+            value(),
+          ),
+        ),
+      )
+        .prop_map(
+          |(name, main, date, flags, vars, bindings, migrations, extra)| {
+            let mut c = json!({
+              "compatibility_flags": flags, "vars": vars,
+              "durable_objects": { "bindings": bindings }, "migrations": migrations,
+            });
+            for (k, v) in [("name", name), ("main", main), ("compatibility_date", date)] {
+              if let Some(v) = v {
+                c[k] = v.into();
+              }
+            }
+            if let Some((k, v)) = extra {
+              c[k] = v;
+            }
+            c
+          },
+        )
+    }
+
+    /// `v` as JSONC: every gap between tokens may hold whitespace or a comment (comments
+    /// holding quotes, slashes, commas and brackets), and containers may end with a comma.
+    fn jsonc(v: &Value, deco: &mut dyn Iterator<Item = u8>, out: &mut String) {
+      const GAPS: [&str; 8] = [
+        "",
+        " ",
+        "\n\t",
+        "// a \"line\" comment, ] } /* \n",
+        "/* a block \"comment\" , ] } // */",
+        "/**/",
+        "/* multi\nline */ ",
+        "//\n",
+      ];
+      fn gap(out: &mut String, deco: &mut dyn Iterator<Item = u8>) {
+        out.push_str(GAPS[deco.next().unwrap_or(0) as usize % GAPS.len()]);
+      }
+      gap(out, deco);
+      match v {
+        Value::Array(items) => {
+          out.push('[');
+          for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+              out.push(',');
+            }
+            jsonc(item, deco, out);
+          }
+          if !items.is_empty() && deco.next().unwrap_or(0).is_multiple_of(2) {
+            out.push(',');
+            gap(out, deco);
+          }
+          out.push(']');
+        }
+        Value::Object(map) => {
+          out.push('{');
+          for (i, (k, item)) in map.iter().enumerate() {
+            if i > 0 {
+              out.push(',');
+            }
+            gap(out, deco);
+            out.push_str(&Value::from(k.as_str()).to_string());
+            gap(out, deco);
+            out.push(':');
+            jsonc(item, deco, out);
+          }
+          if !map.is_empty() && deco.next().unwrap_or(0).is_multiple_of(2) {
+            out.push(',');
+            gap(out, deco);
+          }
+          out.push('}');
+        }
+        leaf => out.push_str(&leaf.to_string()),
+      }
+      gap(out, deco);
+    }
+
+    /// Text near a config: JSON and TOML punctuation, comment openers, quotes, escapes.
+    fn near_config() -> impl Strategy<Value = String> {
+      prop::collection::vec(
+        prop_oneof![
+          prop::sample::select(vec![
+            "{",
+            "}",
+            "[",
+            "]",
+            "[[",
+            "]]",
+            ",",
+            ":",
+            "=",
+            "\"",
+            "'",
+            "\\",
+            "\\\"",
+            "//",
+            "/*",
+            "*/",
+            "/",
+            "\n",
+            " ",
+            "#",
+            "\"\"\"",
+            "'''",
+            "name",
+            "main",
+            "vars",
+            "migrations",
+            "durable_objects",
+            "bindings",
+            "class_name",
+            "script_name",
+            "new_sqlite_classes",
+            "renamed_classes",
+            "kv_namespaces",
+            "1",
+            "-0",
+            "1e999",
+            "true",
+            "null",
+            "é",
+            "\u{0}",
+          ])
+          .prop_map(str::to_string),
+          any::<String>(),
+        ],
+        0..40,
+      )
+      .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+      /// Whatever a config file holds, loading it answers (a config or an error).
+      #[test]
+      fn any_text_loads_or_fails_cleanly(text in prop_oneof![near_config(), any::<String>()]) {
+        let _ = load_text("wrangler.toml", &text);
+        let _ = load_text("wrangler.jsonc", &text);
+      }
+
+      /// Stripping comments and trailing commas leaves plain JSON as it is.
+      #[test]
+      fn strip_jsonc_keeps_json(v in value()) {
+        for text in [v.to_string(), serde_json::to_string_pretty(&v).unwrap()] {
+          prop_assert_eq!(strip_jsonc(&text), text);
+        }
+      }
+
+      /// JSONC with comments and trailing commas anywhere reads as the JSON it decorates.
+      #[test]
+      fn jsonc_reads_as_its_json(v in config(), deco in prop::collection::vec(any::<u8>(), 0..256)) {
+        let mut text = String::new();
+        jsonc(&v, &mut deco.into_iter(), &mut text);
+        let stripped = strip_jsonc(&text);
+        let back: Value = serde_json::from_str(&stripped)
+          .map_err(|e| TestCaseError::fail(format!("{e}: {stripped}")))?;
+        prop_assert_eq!(back, v);
+      }
+
+      /// The same config as wrangler.toml and as wrangler.jsonc loads the same (or fails
+      /// both ways).
+      #[test]
+      fn toml_and_jsonc_agree(v in config()) {
+        let Ok(toml_text) = toml::to_string(&v) else {
+          return Ok(()); // a value TOML cannot write
+        };
+        let from_toml = load_text("wrangler.toml", &toml_text).map_err(|e| format!("{e:#}"));
+        let from_json = load_text("wrangler.jsonc", &v.to_string()).map_err(|e| format!("{e:#}"));
+        match (&from_toml, &from_json) {
+          (Ok(a), Ok(b)) => prop_assert_eq!(a, b, "{}", toml_text),
+          (Err(_), Err(_)) => {}
+          _ => prop_assert!(false, "{from_toml:?} vs {from_json:?}\n{toml_text}"),
+        }
+      }
+
+      /// `.dev.vars`: never panics; a quoted value comes back as written.
+      #[test]
+      fn dotenv_values_round_trip(
+        text in any::<String>(),
+        key in "[A-Za-z_][A-Za-z0-9_]{0,8}",
+        value in "[^\\\\\\n\\r]{0,16}",
+        export in any::<bool>(),
+      ) {
+        let _ = parse_dotenv(&text);
+        let line = format!("{}{key} = \"{value}\"\n", if export { "export " } else { "" });
+        prop_assert_eq!(parse_dotenv(&line), vec![(key, value)]);
+      }
+    }
   }
 }

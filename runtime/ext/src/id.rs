@@ -57,6 +57,13 @@ pub fn to_hex(id: &Id) -> String {
   id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether `s` is an id of this namespace in the form cell scopes and bucket keys use (lower
+/// case, as [`to_hex`] writes it). `idFromString` also takes upper case; a bucket key naming
+/// the object that way is not its cell's key.
+pub fn is_canonical(key: &[u8; 32], s: &str) -> bool {
+  from_string(key, s).is_ok_and(|id| to_hex(&id) == s)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -122,5 +129,75 @@ mod tests {
       from_string(&k, &flipped),
       Err("Durable Object ID is not valid for this namespace.")
     );
+  }
+
+  /// Found writing the id properties: the waker checked a wake entry's id with
+  /// `from_string`, which takes upper case, then used the key's spelling as the object's id:
+  /// `Counter:AB…` woke an object `AB…` whose cell is not `Counter:ab…`'s.
+  #[test]
+  fn only_lower_case_ids_are_canonical() {
+    let k = namespace_key("worker-Counter");
+    let hex = to_hex(&from_name(&k, "a"));
+    assert!(is_canonical(&k, &hex));
+    assert!(!is_canonical(&k, &hex.to_uppercase()));
+    assert!(!is_canonical(&namespace_key("other-Counter"), &hex));
+    assert!(!is_canonical(&k, &hex[..63]));
+  }
+
+  /// Property tests of `idFromString`: CI runs the default case count, `PROPTEST_CASES=N`
+  /// more (scripts/fuzz.sh); the `id` cargo-fuzz target (`fuzz/`) checks the same with
+  /// coverage guidance.
+  mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = [u8; 32]> {
+      prop_oneof![Just(namespace_key("worker-Counter")), any::<[u8; 32]>(),]
+    }
+
+    /// Strings near an id: the right length mostly, hex mostly, any character sometimes.
+    fn near_id() -> impl Strategy<Value = String> {
+      prop_oneof![
+        "[0-9a-fA-F]{64}",
+        "[0-9a-fA-F]{60,68}",
+        "[0-9a-fA-FgG \\-+\u{0}é😀]{62,66}",
+        any::<String>(),
+      ]
+    }
+
+    proptest! {
+      /// Whatever a Worker passes, idFromString answers; what it accepts is an id of the
+      /// namespace, given back in canonical (lower-case) form.
+      #[test]
+      fn from_string_never_panics_and_accepts_only_its_ids(k in key(), s in near_id()) {
+        if let Ok(id) = from_string(&k, &s) {
+          prop_assert_eq!(to_hex(&id), s.to_ascii_lowercase());
+          prop_assert_eq!(&id[16..], &mac16(&k, &id[..16])[..]);
+        }
+        prop_assert_eq!(is_canonical(&k, &s), from_string(&k, &s).is_ok() && s == s.to_ascii_lowercase());
+      }
+
+      #[test]
+      fn ids_round_trip(k in key(), name in any::<String>(), random in any::<[u8; 16]>()) {
+        for id in [from_name(&k, &name), unique(&k, random)] {
+          let hex = to_hex(&id);
+          prop_assert_eq!(hex.len(), 64);
+          prop_assert_eq!(from_string(&k, &hex), Ok(id));
+          prop_assert_eq!(from_string(&k, &hex.to_uppercase()), Ok(id));
+        }
+      }
+
+      /// Changing any one hex digit of an id (other than its case) makes it foreign.
+      #[test]
+      fn a_changed_digit_is_refused(k in key(), random in any::<[u8; 16]>(), at in 0usize..64, d in 1u32..16) {
+        let mut hex = to_hex(&unique(&k, random)).into_bytes();
+        // Another digit: the old one plus 1 to 15 (no rejected cases, which a long run
+        // would exhaust).
+        let old = char::from(hex[at]).to_digit(16).unwrap();
+        hex[at] = char::from_digit((old + d) % 16, 16).unwrap() as u8;
+        let hex = String::from_utf8(hex).unwrap();
+        prop_assert_eq!(from_string(&k, &hex), Err("Durable Object ID is not valid for this namespace."));
+      }
+    }
   }
 }

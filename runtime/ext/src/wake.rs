@@ -220,8 +220,9 @@ impl Inner {
       return; // a class this Worker does not bind: another deployment's
     };
     // A key another writer put in the bucket must name a real object of
-    // the namespace before it reaches placement.
-    if id::from_string(&self.router.namespaces[ns].key, id).is_err() {
+    // the namespace, spelled as its cell is (lower case), before it
+    // reaches placement.
+    if !id::is_canonical(&self.router.namespaces[ns].key, id) {
       tracing::warn!("waker: {scope:?} names no Durable Object");
       return;
     }

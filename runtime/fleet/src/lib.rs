@@ -19,6 +19,7 @@
 mod codec;
 mod lease;
 mod own;
+mod records;
 mod wake;
 
 use std::collections::HashMap;

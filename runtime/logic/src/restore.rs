@@ -55,15 +55,11 @@ impl LtxKey {
     let (epoch, rest) = rest.strip_prefix('e')?.split_once('/')?;
     let (level, name) = rest.split_once('/')?;
     let (min, max) = name.strip_suffix(".ltx")?.split_once('-')?;
-    if level.len() != 4 || min.len() != 16 || max.len() != 16 {
-      return None;
-    }
-    let epoch = parse_dec(epoch)?;
     let key = LtxKey {
-      epoch,
-      level: u32::from_str_radix(level, 16).ok()?,
-      min_txid: u64::from_str_radix(min, 16).ok()?,
-      max_txid: u64::from_str_radix(max, 16).ok()?,
+      epoch: parse_dec(epoch)?,
+      level: u32::try_from(parse_hex(level, 4)?).ok()?,
+      min_txid: parse_hex(min, 16)?,
+      max_txid: parse_hex(max, 16)?,
     };
     (key.min_txid >= 1 && key.min_txid <= key.max_txid).then_some(key)
   }
@@ -85,6 +81,16 @@ fn parse_dec(s: &str) -> Option<u64> {
     return None;
   }
   s.parse().ok()
+}
+
+/// Exactly `digits` lowercase hex digits, as [`LtxKey::object_key`] writes them. No sign and
+/// no upper case (`from_str_radix` takes `+` and `A-F`): a key that is not the canonical name
+/// of what it parses to would alias another object.
+fn parse_hex(s: &str, digits: usize) -> Option<u64> {
+  if s.len() != digits || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    return None;
+  }
+  u64::from_str_radix(s, 16).ok()
 }
 
 /// The prefix under which a cell's LTX lives: `cells/<scope>/ltx/`.
@@ -138,8 +144,12 @@ pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
   let mut next = 1;
   for k in own {
     if k.min_txid == next {
-      next = k.max_txid + 1;
       chain.push(k);
+      // An object that ends at the last TXID there is ends the chain.
+      let Some(n) = k.max_txid.checked_add(1) else {
+        break;
+      };
+      next = n;
     } else if k.min_txid > next {
       break;
     }
@@ -181,6 +191,37 @@ mod tests {
       ),
       None
     );
+  }
+
+  /// Found by the `records` fuzz target: `from_str_radix` took a sign and upper case, so
+  /// keys that are not what `object_key` writes parsed as if they were, aliasing the
+  /// canonical object (a restore would then fetch a name that does not exist).
+  #[test]
+  fn only_canonical_keys_parse() {
+    for key in [
+      "cells/C:a/ltx/e1/0000/+000000000000001-0000000000000001.ltx",
+      "cells/C:a/ltx/e1/+000/0000000000000001-0000000000000001.ltx",
+      "cells/C:a/ltx/e1/0000/0000000000000001-000000000000000A.ltx",
+      "cells/C:a/ltx/e1/000A/0000000000000001-0000000000000001.ltx",
+      "cells/C:a/ltx/e1/0000/0000000000000001-+00000000000000a.ltx",
+    ] {
+      assert_eq!(LtxKey::parse("C:a", key), None, "{key}");
+    }
+  }
+
+  /// Found by the `records` fuzz target: an object ending at TXID 2^64-1 overflowed
+  /// `max_txid + 1` (a panic in debug builds).
+  #[test]
+  fn a_chain_may_end_at_the_last_txid() {
+    let last = LtxKey {
+      epoch: 1,
+      level: 0,
+      min_txid: 1,
+      max_txid: u64::MAX,
+    };
+    let c = restore_chain(&[last, LtxKey::l0(1, 2)]).unwrap();
+    assert_eq!(c.keys, vec![last]);
+    assert_eq!(c.max_txid(), u64::MAX);
   }
 
   #[test]
@@ -231,5 +272,93 @@ mod tests {
     ];
     let c = restore_chain(&keys).unwrap();
     assert_eq!(c.keys, vec![big, LtxKey::l0(1, 4)]);
+  }
+
+  /// Property tests of the bucket-key parser and the chain rule: CI runs the default case
+  /// count; `PROPTEST_CASES=N` runs more (scripts/fuzz.sh). The `records` cargo-fuzz target
+  /// checks the same properties with coverage guidance.
+  mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = LtxKey> {
+      (any::<u64>(), 0u32..=0xffff, 1u64.., any::<u64>()).prop_map(|(epoch, level, min, n)| {
+        LtxKey {
+          epoch,
+          level,
+          min_txid: min,
+          max_txid: min.saturating_add(n % 4),
+        }
+      })
+    }
+
+    /// A canonical key with one span replaced: near misses reach every branch.
+    fn near_key() -> impl Strategy<Value = String> {
+      let junk = prop::sample::select(vec![
+        "",
+        "+",
+        "-",
+        "A",
+        "f",
+        "0",
+        "/",
+        "e",
+        ".ltx",
+        "e0",
+        "00",
+        "ffffffffffffffff",
+        "é",
+      ]);
+      (key(), any::<prop::sample::Index>(), 0usize..4, junk).prop_map(|(k, at, len, junk)| {
+        let mut s = k.object_key("C:a");
+        let at = at.index(s.len());
+        let end = (at + len).min(s.len());
+        s.replace_range(at..end, junk);
+        s
+      })
+    }
+
+    proptest! {
+      #[test]
+      fn keys_round_trip(k in key()) {
+        prop_assert_eq!(LtxKey::parse("C:a", &k.object_key("C:a")), Some(k));
+      }
+
+      #[test]
+      fn a_key_that_parses_is_the_canonical_name(s in prop_oneof![near_key(), ".{0,80}"]) {
+        if let Some(k) = LtxKey::parse("C:a", &s) {
+          prop_assert_eq!(k.object_key("C:a"), s);
+        }
+      }
+
+      #[test]
+      fn chains_are_contiguous_from_one(keys in prop::collection::vec(
+        (0u64..4, 1u64..8, prop_oneof![0u64..3, Just(u64::MAX)]).prop_map(|(epoch, min, n)| {
+          LtxKey {
+            epoch,
+            level: 0,
+            min_txid: min,
+            max_txid: min.saturating_add(n),
+          }
+        }),
+        0..24,
+      )) {
+        match restore_chain(&keys) {
+          None => prop_assert!(keys.iter().all(|k| k.min_txid != 1)),
+          Some(c) => {
+            let newest = keys.iter().filter(|k| k.min_txid == 1).map(|k| k.epoch).max();
+            prop_assert_eq!(Some(c.epoch), newest);
+            let mut next = Some(1u64);
+            for k in &c.keys {
+              prop_assert!(keys.contains(k));
+              prop_assert_eq!(k.epoch, c.epoch);
+              prop_assert_eq!(Some(k.min_txid), next);
+              next = k.max_txid.checked_add(1);
+            }
+            prop_assert!(!c.keys.is_empty());
+          }
+        }
+      }
+    }
   }
 }

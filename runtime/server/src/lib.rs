@@ -18,6 +18,8 @@ use tokio::sync::oneshot;
 
 use cellhost_ext::ReplyStream;
 
+mod head;
+
 /// What one request may bring and one response may carry. Cloudflare's
 /// edge enforces these before a Worker runs; a host running code it did
 /// not write needs them too.
@@ -149,17 +151,9 @@ async fn handle(
   // answers 101 with a WebSocket.
   let upgrade = websocket_key(&req).map(|key| (key, hyper::upgrade::on(&mut req)));
   let (parts, body) = req.into_parts();
-  let host = parts
-    .headers
-    .get(http::header::HOST)
-    .and_then(|h| h.to_str().ok())
-    .unwrap_or("localhost");
-  let path = parts
-    .uri
-    .path_and_query()
-    .map(|p| p.as_str())
-    .unwrap_or("/");
-  let url = format!("http://{host}{path}");
+  let Some(url) = head::request_url(&parts.uri, &parts.headers) else {
+    return Ok(plain(StatusCode::BAD_REQUEST, head::BAD_HOST));
+  };
   let headers = parts
     .headers
     .iter()

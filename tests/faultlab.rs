@@ -1,0 +1,807 @@
+//! The fault lab: three `cellhost run` nodes of `examples/counter` on one
+//! bucket, several clients incrementing and reading a few counters through
+//! them, and faults injected from a seed, one at a time, until the time is
+//! up: SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the
+//! lease then SIGCONT, SIGTERM, a store outage, flaky uploads and a
+//! partition of one node from the store. Then the whole fleet is killed and
+//! cold-started with empty data directories and must read the same counts.
+//! The history is checked by `faultlab/check.rs` (no value acknowledged
+//! twice, nothing acknowledged lost, real-time order, no acknowledgement
+//! past the answering node's fence deadline) and every node exit must be 0
+//! or 3 without a panic (a SIGKILL the lab sent aside).
+//!
+//! Two stores, one test each:
+//! - `file://`: each node reaches the bucket through its own symlink, so one
+//!   node can be cut off (its link points at a regular file: every operation
+//!   fails with ENOTDIR) or all of them (an outage); flaky uploads swap the
+//!   bucket's staging directory for a file in short random bursts, so a
+//!   fraction of writes fail while reads work. A file system cannot hold a
+//!   request, so a partition here fails fast instead of hanging.
+//! - S3 through moto's server, each node behind its own fault proxy
+//!   (`faultlab/proxy.rs`): a partition holds the node's requests until it
+//!   heals (then delivers them, late), an outage answers 503, flaky uploads
+//!   fail a fraction of PUTs (most not forwarded, some forwarded and then
+//!   answered 500).
+//!
+//! CI runs a short seeded version (about a minute per store). A soak:
+//! `bash bench/faultlab.sh SEED MINUTES [file|s3|both]`, or set
+//! `FAULTLAB_SEED`, `FAULTLAB_SECS` (fault phase per store),
+//! `FAULTLAB_STORE` (`file`, `s3`, `both`), `FAULTLAB_CLIENTS`,
+//! `FAULTLAB_OBJECTS`, `FAULTLAB_STRICT_READS=1` (stale reads fail the
+//! lab), `FAULTLAB_KEEP=1` (keep the history and node logs of a passing
+//! run too). A failing run keeps them and prints where.
+
+#[path = "../runtime/bucket/tests/common/mod.rs"]
+mod bucket_common;
+#[path = "faultlab/check.rs"]
+mod check;
+#[path = "faultlab/proxy.rs"]
+mod proxy;
+#[path = "faultlab/rng.rs"]
+mod rng;
+#[path = "faultlab/store.rs"]
+mod store;
+mod support;
+#[path = "faultlab/traffic.rs"]
+mod traffic;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use check::{Fault, Kind, Op, Outcome, Stop};
+use proxy::{Mode, Proxy};
+use rng::Rng;
+use store::*;
+use support::{Cellhost, parse_response, repo_root};
+use traffic::*;
+
+const TTL_MS: u64 = 3_000;
+/// `cellhost run` fences a fifth of the lifetime before the lease expires.
+const MARGIN_MS: u64 = TTL_MS / 5;
+/// How much earlier than its deadline a fence may be noticed: the lease
+/// poll's and the exit's timing.
+const FENCE_SLACK_MS: u64 = 250;
+
+struct Config {
+  seed: u64,
+  secs: u64,
+  nodes: usize,
+  clients: usize,
+  objects: usize,
+  strict_reads: bool,
+  keep: bool,
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+  std::env::var(name)
+    .ok()
+    .and_then(|v| v.trim().parse().ok())
+    .unwrap_or(default)
+}
+
+fn config() -> Config {
+  Config {
+    seed: env_u64("FAULTLAB_SEED", 20_261_201),
+    secs: env_u64("FAULTLAB_SECS", 40),
+    nodes: 3,
+    clients: env_u64("FAULTLAB_CLIENTS", 4) as usize,
+    objects: env_u64("FAULTLAB_OBJECTS", 4) as usize,
+    strict_reads: env_u64("FAULTLAB_STRICT_READS", 0) != 0,
+    keep: env_u64("FAULTLAB_KEEP", 0) != 0,
+  }
+}
+
+fn store_selected(store: &str) -> bool {
+  match std::env::var("FAULTLAB_STORE").as_deref() {
+    Ok("both") | Ok("") | Err(_) => true,
+    Ok(s) => s == store,
+  }
+}
+
+/// The two labs share the machine's cores: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn faultlab_file() {
+  if !store_selected("file") {
+    return;
+  }
+  let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+  run_lab(StoreKind::File);
+}
+
+#[test]
+fn faultlab_s3() {
+  if !store_selected("s3") {
+    return;
+  }
+  let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+  run_lab(StoreKind::S3);
+}
+
+/// The checker itself: each broken history is caught, a sound one passes.
+#[test]
+fn faultlab_checker_catches_broken_histories() {
+  let nodes = vec!["n1".to_string()];
+  let objects = vec!["o".to_string()];
+  let op = |kind, t0: u64, t1: u64, outcome| Op {
+    client: 0,
+    object: 0,
+    node: 0,
+    kind,
+    t0: t0 * 1000,
+    t1: t1 * 1000,
+    outcome,
+  };
+  // Lease written at 7 000 ms, expiring at 10 000 (deadline 9 400).
+  let leases = vec![BTreeSet::from([10_000u64])];
+  let run = |ops: &[Op], finals: &[u64]| {
+    check::check(&check::Input {
+      nodes: &nodes,
+      objects: &objects,
+      ops,
+      faults: &[],
+      stops: &[],
+      leases: &leases,
+      ttl_ms: TTL_MS,
+      margin_ms: MARGIN_MS,
+      finals,
+      strict_reads: false,
+    })
+  };
+  let sound = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1)),
+    op(Kind::Incr, 7_150, 7_300, Outcome::Error("timeout".into())),
+    op(Kind::Incr, 7_400, 7_500, Outcome::Ok(3)),
+    op(Kind::Read, 7_600, 7_700, Outcome::Ok(3)),
+  ];
+  let f = run(&sound, &[3]);
+  assert!(f.violations.is_empty(), "{:?}", f.violations);
+  let dup = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1)),
+    op(Kind::Incr, 7_150, 7_300, Outcome::Ok(1)),
+  ];
+  assert_eq!(run(&dup, &[2]).duplicated, 1);
+  let lost = [op(Kind::Incr, 7_100, 7_200, Outcome::Ok(5))];
+  assert_eq!(run(&lost, &[4]).lost, 1);
+  let order = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(3)),
+    op(Kind::Incr, 7_300, 7_400, Outcome::Ok(2)),
+  ];
+  assert_eq!(run(&order, &[3]).order, 1);
+  // A read saw 3; an increment sent after it must return more.
+  let read_then = [
+    op(Kind::Read, 7_100, 7_200, Outcome::Ok(3)),
+    op(Kind::Incr, 7_000, 7_050, Outcome::Ok(1)),
+    op(Kind::Incr, 7_010, 7_060, Outcome::Ok(2)),
+    op(Kind::Incr, 7_020, 7_070, Outcome::Error("reset".into())),
+    op(Kind::Incr, 7_300, 7_400, Outcome::Ok(3)),
+  ];
+  assert_eq!(run(&read_then, &[4]).order, 1);
+  let stale = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1)),
+    op(Kind::Read, 7_300, 7_400, Outcome::Ok(0)),
+  ];
+  let f = run(&stale, &[1]);
+  assert_eq!((f.stale_reads, f.violations.len()), (1, 0));
+  // Sent at 9 500 ms, past the deadline 9 400.
+  let late = [op(Kind::Incr, 9_500, 9_510, Outcome::Ok(1))];
+  assert_eq!(run(&late, &[1]).late_acks, 1);
+  // Answered before any lease that could cover it was written.
+  let early = [op(Kind::Incr, 6_000, 6_010, Outcome::Ok(1))];
+  assert_eq!(run(&early, &[1]).late_acks, 1);
+  let phantom = [op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1))];
+  assert_eq!(run(&phantom, &[2]).violations.len(), 1);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+  Kill,
+  Term,
+}
+
+struct Slot {
+  name: String,
+  data: PathBuf,
+  proc: Option<Cellhost>,
+  expect: Option<Expect>,
+  down_until: Option<Instant>,
+  incarnation: u32,
+}
+
+struct Lab {
+  cfg: Config,
+  dir: PathBuf,
+  worker: PathBuf,
+  store: Store,
+  slots: Vec<Slot>,
+  shared: Arc<Shared>,
+  rng: Rng,
+  faults: Vec<Fault>,
+  stops: Vec<Stop>,
+  violations: Vec<String>,
+  warnings: Vec<String>,
+  exits: BTreeMap<String, usize>,
+  fenced_with_valid_lease: usize,
+  outage: bool,
+  flaky: bool,
+  partitioned: Option<usize>,
+  logs: Vec<(String, String)>,
+}
+
+impl Lab {
+  fn new(kind: StoreKind, cfg: Config) -> Lab {
+    let tag = match kind {
+      StoreKind::File => "file",
+      StoreKind::S3 => "s3",
+    };
+    let dir = std::env::temp_dir().join(format!("cellhost-faultlab-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Rng::new(cfg.seed ^ if kind == StoreKind::S3 { 0x53 } else { 0 });
+    let store = Store::new(kind, &dir, cfg.nodes, &mut rng);
+    let names: Vec<String> = (1..=cfg.nodes).map(|i| format!("n{i}")).collect();
+    let objects: Vec<String> = (0..cfg.objects).map(|i| format!("o{i}")).collect();
+    let shared = Arc::new(Shared {
+      addrs: Mutex::new(vec![None; cfg.nodes]),
+      ops: Mutex::new(Vec::new()),
+      last_ack: (0..cfg.objects).map(|_| AtomicU64::new(0)).collect(),
+      stop_clients: AtomicBool::new(false),
+      stop_poller: AtomicBool::new(false),
+      leases: Mutex::new(vec![BTreeSet::new(); cfg.nodes]),
+      poll_gap_max_ms: AtomicU64::new(0),
+      names: names.clone(),
+      objects,
+    });
+    let slots = names
+      .iter()
+      .map(|n| Slot {
+        name: n.clone(),
+        data: dir.join(format!("data-{n}")),
+        proc: None,
+        expect: None,
+        down_until: None,
+        incarnation: 0,
+      })
+      .collect();
+    Lab {
+      cfg,
+      worker: repo_root().join("examples/counter"),
+      dir,
+      store,
+      slots,
+      shared,
+      rng,
+      faults: Vec::new(),
+      stops: Vec::new(),
+      violations: Vec::new(),
+      warnings: Vec::new(),
+      exits: BTreeMap::new(),
+      fenced_with_valid_lease: 0,
+      outage: false,
+      flaky: false,
+      partitioned: None,
+      logs: Vec::new(),
+    }
+  }
+
+  fn store_ok(&self, i: usize) -> bool {
+    !self.outage && !self.flaky && self.partitioned != Some(i)
+  }
+
+  fn start(&mut self, i: usize) -> bool {
+    let slot = &self.slots[i];
+    let data = slot.data.to_str().unwrap().to_string();
+    let ttl = TTL_MS.to_string();
+    let mut args: Vec<String> = vec![
+      "--data".into(),
+      data,
+      "--node".into(),
+      slot.name.clone(),
+      "--lease-ttl-ms".into(),
+      ttl,
+      "--isolates".into(),
+      "1".into(),
+    ];
+    args.extend(self.store.node_args(i));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let env = self.store.env();
+    match Cellhost::try_start_env(&self.worker, &args, &env) {
+      Ok(ch) => {
+        let slot = &mut self.slots[i];
+        slot.incarnation += 1;
+        self.shared.addrs.lock().unwrap()[i] = Some(ch.addr);
+        slot.proc = Some(ch);
+        slot.expect = None;
+        slot.down_until = None;
+        true
+      }
+      Err(e) => {
+        // A start on a healthy store must succeed; the exit is not 0 or 3.
+        let name = self.slots[i].name.clone();
+        *self.exits.entry("start failed".into()).or_default() += 1;
+        self.violations.push(format!(
+          "node {name} failed to start on a healthy store: {e}"
+        ));
+        self.slots[i].down_until = Some(Instant::now() + Duration::from_secs(1));
+        false
+      }
+    }
+  }
+
+  /// Notes exited nodes and restarts those that may run again.
+  fn tick(&mut self) {
+    for i in 0..self.slots.len() {
+      let status = match self.slots[i].proc.as_mut().map(|p| p.child.try_wait()) {
+        Some(Ok(Some(status))) => status,
+        _ => continue,
+      };
+      self.reap(i, status);
+    }
+    for i in 0..self.slots.len() {
+      let slot = &self.slots[i];
+      if slot.proc.is_none()
+        && slot.down_until.is_none_or(|t| Instant::now() >= t)
+        && self.store_ok(i)
+      {
+        self.start(i);
+      }
+    }
+  }
+
+  /// Records a node's exit: anything but 0 or 3 (or the SIGKILL the lab
+  /// sent), and any panic, is a violation.
+  fn reap(&mut self, i: usize, status: std::process::ExitStatus) {
+    self.shared.addrs.lock().unwrap()[i] = None;
+    let slot = &mut self.slots[i];
+    let proc = slot.proc.take().unwrap();
+    // Let the log reader thread drain the pipe.
+    std::thread::sleep(Duration::from_millis(30));
+    let log = proc.log();
+    let what = match (status.code(), status.signal(), slot.expect) {
+      (None, Some(9), Some(Expect::Kill)) => "killed (SIGKILL)".to_string(),
+      (Some(0), _, Some(Expect::Term)) => "exit 0 after SIGTERM".to_string(),
+      (Some(0), _, _) => "exit 0".to_string(),
+      (Some(3), _, _) => {
+        if !log.contains("SELF-FENCE:") {
+          self.violations.push(format!(
+            "node {} exited with 3 without a SELF-FENCE line",
+            slot.name
+          ));
+        }
+        // Nobody else writes a node's lease record here, so a fence is
+        // only right once the deadline of the newest record it wrote has
+        // passed. (Its exit is noticed late, never early.)
+        let newest = self.shared.leases.lock().unwrap()[i].last().copied();
+        let now = now_us() / 1000;
+        if let Some(expires) = newest
+          && now + FENCE_SLACK_MS < expires.saturating_sub(MARGIN_MS)
+        {
+          self.fenced_with_valid_lease += 1;
+          self.violations.push(format!(
+            "node {} (incarnation {}) fenced with a valid lease, {} ms before its deadline; log tail:\n{}",
+            slot.name,
+            slot.incarnation,
+            expires - MARGIN_MS - now,
+            tail(&log, 12)
+          ));
+        }
+        "exit 3 (fenced)".to_string()
+      }
+      (code, sig, _) => {
+        self.violations.push(format!(
+          "node {} (incarnation {}) ended with code {code:?} signal {sig:?}; log tail:\n{}",
+          slot.name,
+          slot.incarnation,
+          tail(&log, 30)
+        ));
+        format!("code {code:?} signal {sig:?}")
+      }
+    };
+    if log.contains("panicked at") {
+      self.violations.push(format!(
+        "node {} (incarnation {}) panicked:\n{}",
+        slot.name,
+        slot.incarnation,
+        tail(&log, 30)
+      ));
+    }
+    *self.exits.entry(what).or_default() += 1;
+    self
+      .logs
+      .push((format!("{}-{}", slot.name, slot.incarnation), log));
+    slot.expect = None;
+    if slot.down_until.is_none() {
+      // A supervisor restarts a fenced node after a moment.
+      slot.down_until = Some(Instant::now() + Duration::from_millis(300));
+    }
+  }
+
+  fn supervise_for(&mut self, d: Duration) {
+    let end = Instant::now() + d;
+    loop {
+      self.tick();
+      let left = end.saturating_duration_since(Instant::now());
+      if left.is_zero() {
+        return;
+      }
+      std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+  }
+
+  /// Waits until every object acknowledged an increment sent at or after
+  /// `since`.
+  fn await_recovery(&mut self, since: u64, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+      if self
+        .shared
+        .last_ack
+        .iter()
+        .all(|t| t.load(Ordering::SeqCst) >= since)
+      {
+        return true;
+      }
+      self.supervise_for(Duration::from_millis(50));
+    }
+    false
+  }
+
+  fn signal(&self, i: usize, sig: &str) -> bool {
+    let Some(p) = &self.slots[i].proc else {
+      return false;
+    };
+    Command::new("kill")
+      .args([sig, &p.child.id().to_string()])
+      .stderr(Stdio::null())
+      .status()
+      .map(|s| s.success())
+      .unwrap_or(false)
+  }
+
+  /// SIGKILLs node `i` and waits for it.
+  fn kill(&mut self, i: usize) {
+    if self.slots[i].proc.is_some() {
+      self.slots[i].expect = Some(Expect::Kill);
+      let p = self.slots[i].proc.as_mut().unwrap();
+      let _ = p.child.kill();
+      let status = p.child.wait().unwrap();
+      self.reap(i, status);
+    }
+  }
+
+  fn wait_exit(&mut self, i: usize, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+      let Some(p) = self.slots[i].proc.as_mut() else {
+        return true;
+      };
+      if let Ok(Some(status)) = p.child.try_wait() {
+        self.reap(i, status);
+        return true;
+      }
+      std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+  }
+
+  fn inject(&mut self, kind: FaultKind) {
+    let running: Vec<usize> = (0..self.slots.len())
+      .filter(|&i| self.slots[i].proc.is_some())
+      .collect();
+    let node = if kind.on_node() {
+      if running.is_empty() {
+        return;
+      }
+      Some(running[self.rng.below(running.len() as u64) as usize])
+    } else {
+      None
+    };
+    let start = now_us();
+    let ttl = TTL_MS;
+    match kind {
+      FaultKind::Kill | FaultKind::KillWipe => {
+        let i = node.unwrap();
+        self.kill(i);
+        if kind == FaultKind::KillWipe {
+          std::fs::remove_dir_all(&self.slots[i].data).unwrap();
+        }
+        let delay = Duration::from_millis(self.rng.range(200, 2_000));
+        self.slots[i].down_until = Some(Instant::now() + delay);
+        self.supervise_for(delay);
+      }
+      FaultKind::Term => {
+        let i = node.unwrap();
+        self.slots[i].expect = Some(Expect::Term);
+        self.signal(i, "-TERM");
+        if !self.wait_exit(i, Duration::from_secs(10)) {
+          self.violations.push(format!(
+            "node {} did not exit within 10 s of SIGTERM",
+            self.slots[i].name
+          ));
+          self.kill(i);
+        }
+        let delay = Duration::from_millis(self.rng.range(200, 1_500));
+        self.slots[i].down_until = Some(Instant::now() + delay);
+        self.supervise_for(delay);
+      }
+      FaultKind::StopCont => {
+        let i = node.unwrap();
+        self.signal(i, "-STOP");
+        let stop = now_us();
+        let d = Duration::from_millis(ttl + self.rng.range(300, 1_500));
+        self.supervise_for(d);
+        self.signal(i, "-CONT");
+        self.stops.push(Stop {
+          node: i,
+          stop,
+          cont: now_us(),
+        });
+      }
+      FaultKind::Outage => {
+        self.outage = true;
+        self.store.outage(true, self.slots.len());
+        let d = Duration::from_millis(self.rng.range(500, ttl * 3 / 2));
+        self.supervise_for(d);
+        self.store.outage(false, self.slots.len());
+        self.outage = false;
+      }
+      FaultKind::Flaky => {
+        self.flaky = true;
+        self.store.flaky(true, &mut self.rng);
+        let d = Duration::from_millis(self.rng.range(2_000, 5_000));
+        self.supervise_for(d);
+        self.store.flaky(false, &mut self.rng);
+        self.flaky = false;
+      }
+      FaultKind::Partition => {
+        let i = node.unwrap();
+        self.partitioned = Some(i);
+        self.store.partition(i, true);
+        let d = Duration::from_millis(self.rng.range(1_000, ttl * 3 / 2));
+        self.supervise_for(d);
+        self.store.partition(i, false);
+        self.partitioned = None;
+      }
+    }
+    // Healed: a killed or stopped node is back (or being restarted).
+    self.tick();
+    self.faults.push(Fault {
+      kind: kind.name(),
+      node,
+      start,
+      heal: now_us(),
+    });
+  }
+
+  /// Reads every object until some node answers, recording the reads.
+  fn read_all(&mut self, client: usize, label: &str) -> Vec<u64> {
+    let mut out = Vec::new();
+    for object in 0..self.shared.objects.len() {
+      let end = Instant::now() + Duration::from_secs(30);
+      let mut node = 0;
+      let value = loop {
+        self.tick();
+        if let Some(op) =
+          self
+            .shared
+            .call(client, object, node, Kind::Read, Duration::from_secs(10))
+        {
+          match op.outcome {
+            Outcome::Ok(v) => break Some(v),
+            Outcome::Refused(Some(owner)) => {
+              if let Some(o) = self.shared.node_index(&owner) {
+                node = o;
+                continue;
+              }
+            }
+            _ => {}
+          }
+        }
+        if Instant::now() > end {
+          break None;
+        }
+        node = (node + 1) % self.slots.len();
+        std::thread::sleep(Duration::from_millis(100));
+      };
+      match value {
+        Some(v) => out.push(v),
+        None => {
+          self.violations.push(format!(
+            "{label}: {} was never served within 30 s",
+            self.shared.objects[object]
+          ));
+          out.push(0);
+        }
+      }
+    }
+    out
+  }
+}
+
+fn tail(log: &str, n: usize) -> String {
+  let lines: Vec<&str> = log.lines().collect();
+  lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn run_lab(kind: StoreKind) {
+  let cfg = config();
+  let began = Instant::now();
+  let mut lab = Lab::new(kind, cfg);
+  let store_name = match kind {
+    StoreKind::File => "file",
+    StoreKind::S3 => "s3 (moto)",
+  };
+  for i in 0..lab.slots.len() {
+    assert!(lab.start(i), "{}", lab.violations.join("\n"));
+  }
+  let poller = {
+    let (shared, reader) = (lab.shared.clone(), lab.store.lease_reader());
+    let every_ms = if kind == StoreKind::File { 50 } else { 100 };
+    std::thread::spawn(move || lease_poller(shared, reader, every_ms))
+  };
+  let clients: Vec<JoinHandle<()>> = (0..lab.cfg.clients)
+    .map(|c| {
+      let (shared, rng) = (lab.shared.clone(), lab.rng.fork(1_000 + c as u64));
+      std::thread::spawn(move || client(shared, c, rng))
+    })
+    .collect();
+  let warm = lab.await_recovery(1, Duration::from_secs(30));
+  assert!(
+    warm,
+    "the fleet never served every object: {:?}\n{}",
+    lab.violations,
+    lab
+      .slots
+      .iter()
+      .filter_map(|s| s.proc.as_ref().map(|p| tail(&p.log(), 20)))
+      .collect::<Vec<_>>()
+      .join("\n---\n")
+  );
+
+  // The fault phase: every kind once in a seeded order, again and again.
+  let end = Instant::now() + Duration::from_secs(lab.cfg.secs);
+  let mut bag: Vec<FaultKind> = Vec::new();
+  let mut bags = 0;
+  // Until the time is up, and at least every kind once.
+  while Instant::now() < end || (bags == 1 && !bag.is_empty()) {
+    if bag.is_empty() {
+      bags += 1;
+      bag = FaultKind::ALL.to_vec();
+      lab.rng.shuffle(&mut bag);
+    }
+    let fault = bag.pop().unwrap();
+    lab.inject(fault);
+    let start = lab.faults.last().map(|f| f.start).unwrap_or(0);
+    if !lab.await_recovery(start, Duration::from_secs(30)) {
+      lab.warnings.push(format!(
+        "not every object recovered within 30 s of the {} fault",
+        fault.name()
+      ));
+    }
+    let calm = Duration::from_millis(lab.rng.range(500, 1_500));
+    lab.supervise_for(calm);
+  }
+
+  // Quiesce, then read the final counts.
+  lab.supervise_for(Duration::from_millis(1_000));
+  lab.shared.stop_clients.store(true, Ordering::SeqCst);
+  for c in clients {
+    c.join().unwrap();
+  }
+  lab.supervise_for(Duration::from_millis(2_000));
+  let final_client = lab.cfg.clients;
+  let finals = lab.read_all(final_client, "final read");
+
+  // A cold restart of the whole fleet with empty data directories.
+  for i in 0..lab.slots.len() {
+    lab.kill(i);
+    std::fs::remove_dir_all(&lab.slots[i].data).unwrap();
+    lab.slots[i].down_until = None;
+  }
+  lab.tick();
+  let cold = lab.read_all(final_client + 1, "cold restart");
+  for (o, name) in lab.shared.objects.clone().iter().enumerate() {
+    if cold[o] != finals[o] {
+      lab.violations.push(format!(
+        "{name}: the fleet read {} before and {} after a cold restart with empty data directories",
+        finals[o], cold[o]
+      ));
+    }
+  }
+  // A clean stop: every node exits 0.
+  for i in 0..lab.slots.len() {
+    if lab.slots[i].proc.is_some() {
+      lab.slots[i].expect = Some(Expect::Term);
+      lab.signal(i, "-TERM");
+      if !lab.wait_exit(i, Duration::from_secs(10)) {
+        lab.violations.push(format!(
+          "node {} did not exit within 10 s of SIGTERM",
+          lab.slots[i].name
+        ));
+        lab.kill(i);
+      }
+    }
+  }
+  lab.shared.stop_poller.store(true, Ordering::SeqCst);
+  poller.join().unwrap();
+
+  let ops = std::mem::take(&mut *lab.shared.ops.lock().unwrap());
+  let leases = lab.shared.leases.lock().unwrap().clone();
+  let input = check::Input {
+    nodes: &lab.shared.names,
+    objects: &lab.shared.objects,
+    ops: &ops,
+    faults: &lab.faults,
+    stops: &lab.stops,
+    leases: &leases,
+    ttl_ms: TTL_MS,
+    margin_ms: MARGIN_MS,
+    finals: &finals,
+    strict_reads: lab.cfg.strict_reads,
+  };
+  let findings = check::check(&input);
+  let extra = format!(
+    "{}fences with a valid lease: {}\nnode exits: {}\nlease records seen: {} (largest gap between polls {} ms)\n",
+    lab.store.summary(),
+    lab.fenced_with_valid_lease,
+    lab
+      .exits
+      .iter()
+      .map(|(k, n)| format!("{k}: {n}"))
+      .collect::<Vec<_>>()
+      .join(", "),
+    leases.iter().map(BTreeSet::len).sum::<usize>(),
+    lab.shared.poll_gap_max_ms.load(Ordering::Relaxed),
+  );
+  let report = check::report(&input, &findings, &extra);
+  let mut violations = lab.violations.clone();
+  violations.extend(findings.violations.iter().cloned());
+  let mut warnings = lab.warnings.clone();
+  warnings.extend(findings.warnings.iter().cloned());
+  let head = format!(
+    "faultlab store={store_name} seed={} fault phase {} s, {} nodes, {} clients, {} objects, lease ttl {} ms; ran {:.0} s",
+    lab.cfg.seed,
+    lab.cfg.secs,
+    lab.slots.len(),
+    lab.cfg.clients,
+    lab.cfg.objects,
+    TTL_MS,
+    began.elapsed().as_secs_f64()
+  );
+  let mut text = format!("{head}\n{report}");
+  for w in &warnings {
+    text.push_str(&format!("warning: {w}\n"));
+  }
+  for v in &violations {
+    text.push_str(&format!("VIOLATION: {v}\n"));
+  }
+  println!("{text}");
+  if !violations.is_empty() || lab.cfg.keep {
+    let keep = lab.dir.join("report");
+    std::fs::create_dir_all(&keep).unwrap();
+    std::fs::write(keep.join("report.txt"), &text).unwrap();
+    std::fs::write(keep.join("history.txt"), check::history_text(&input)).unwrap();
+    for (name, log) in &lab.logs {
+      std::fs::write(keep.join(format!("{name}.log")), log).unwrap();
+    }
+    println!("history, report and node logs kept in {}", keep.display());
+  } else {
+    let _ = std::fs::remove_dir_all(&lab.dir);
+  }
+  assert!(
+    violations.is_empty(),
+    "fault lab ({store_name}, seed {}): {} violation(s):\n{}",
+    lab.cfg.seed,
+    violations.len(),
+    violations.join("\n")
+  );
+}
