@@ -263,6 +263,11 @@ impl Cells {
     })
   }
 
+  /// Whether this node may acknowledge now (always, without a bucket).
+  pub fn can_ack(&self) -> bool {
+    self.fleet.as_ref().is_none_or(|f| f.can_ack())
+  }
+
   pub fn committed(&self) -> u64 {
     self.committed
   }

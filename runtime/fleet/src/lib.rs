@@ -94,6 +94,12 @@ pub(crate) fn jitter_seed() -> u64 {
   std::collections::hash_map::RandomState::new().hash_one(nanos)
 }
 
+/// What a caller sees when its reply was ready only after this node's fence
+/// deadline (the write itself is in the bucket; the outcome is unknown).
+pub fn lease_lapsed_reply() -> String {
+  cellhost_logic::broken_object_message("this node's lease could have lapsed before the reply left")
+}
+
 pub fn now_ms() -> u64 {
   SystemTime::now()
     .duration_since(UNIX_EPOCH)

@@ -428,6 +428,16 @@ fn settle(
   covered: &[(u32, String)],
   result: Result<(), SyncFailure>,
 ) {
+  // The round's ownership check ran on another thread, maybe long ago (a
+  // process stopped in between): past the node's fence deadline nothing is
+  // acknowledged, whatever that check found.
+  let result = match result {
+    Ok(()) if !cells.can_ack() => Err(SyncFailure {
+      message: cellhost_fleet::lease_lapsed_reply(),
+      cells: covered.iter().map(|(h, _)| *h).collect(),
+    }),
+    r => r,
+  };
   if let Err(f) = &result {
     tracing::error!("{}", f.message);
   }
