@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The fault lab (tests/faultlab.rs) as a soak: three nodes of
-# examples/counter on one bucket, clients incrementing a few counters,
-# and seeded faults (SIGKILL, SIGKILL with the data directory wiped,
-# SIGSTOP past the lease then SIGCONT, SIGTERM, store outages, flaky
-# uploads, partitions) for MINUTES per store, then a cold restart of the
-# whole fleet. Prints, per store, the faults by kind, requests,
+# tests/faultlab/worker on one bucket, clients incrementing a few counters
+# (some in turns whose commit fails, which must never succeed), and seeded
+# faults (SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the
+# lease then SIGCONT, SIGTERM, store outages, flaky uploads, partitions,
+# and on S3 an upload that fails for good) for MINUTES per store, then a
+# cold restart of the whole fleet. Prints, per store, the faults by kind, requests,
 # acknowledged, lost and duplicated increments, availability during and
 # outside faults and the recovery time per fault kind; exits non-zero on
 # any violation (the history and node logs are kept; the report says where).

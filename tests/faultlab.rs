@@ -1,9 +1,11 @@
-//! The fault lab: three `cellhost run` nodes of `examples/counter` on one
-//! bucket, several clients incrementing and reading a few counters through
-//! them, and faults injected from a seed, one at a time, until the time is
-//! up: SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the
-//! lease then SIGCONT, SIGTERM, a store outage, flaky uploads and a
-//! partition of one node from the store. Then the whole fleet is killed and
+//! The fault lab: three `cellhost run` nodes of `faultlab/worker` (a counter
+//! per name) on one bucket, several clients incrementing and reading a few
+//! counters through them, and now and then incrementing in a turn whose
+//! commit fails (a *poisoned* increment, which must never succeed), and
+//! faults injected from a seed, one at a time, until the time is up:
+//! SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the lease
+//! then SIGCONT, SIGTERM, a store outage, flaky uploads and a partition of
+//! one node from the store. Then the whole fleet is killed and
 //! cold-started with empty data directories and must read the same counts.
 //! The history is checked by `faultlab/check.rs` (no value acknowledged
 //! twice, nothing acknowledged lost, real-time order, no acknowledgement
@@ -21,13 +23,15 @@
 //!   (`faultlab/proxy.rs`): a partition holds the node's requests until it
 //!   heals (then delivers them, late), an outage answers 503, flaky uploads
 //!   fail a fraction of PUTs (most not forwarded, some forwarded and then
-//!   answered 500).
+//!   answered 500), and an upload gap fails one LTX upload for good while
+//!   later ones land.
 //!
 //! CI runs a short seeded version (about a minute per store). A soak:
 //! `bash bench/faultlab.sh SEED MINUTES [file|s3|both]`, or set
 //! `FAULTLAB_SEED`, `FAULTLAB_SECS` (fault phase per store),
 //! `FAULTLAB_STORE` (`file`, `s3`, `both`), `FAULTLAB_CLIENTS`,
-//! `FAULTLAB_OBJECTS`, `FAULTLAB_STRICT_READS=1` (stale reads fail the
+//! `FAULTLAB_OBJECTS`, `FAULTLAB_POISON_PERMILLE` (of the increments; 0
+//! for none), `FAULTLAB_STRICT_READS=1` (stale reads fail the
 //! lab), `FAULTLAB_KEEP=1` (keep the history and node logs of a passing
 //! run too). A failing run keeps them and prints where.
 
@@ -78,6 +82,7 @@ struct Config {
   objects: usize,
   strict_reads: bool,
   keep: bool,
+  poison_permille: u64,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -92,10 +97,11 @@ fn config() -> Config {
     seed: env_u64("FAULTLAB_SEED", 20_261_201),
     secs: env_u64("FAULTLAB_SECS", 40),
     nodes: 3,
-    clients: env_u64("FAULTLAB_CLIENTS", 4) as usize,
+    clients: env_u64("FAULTLAB_CLIENTS", 6) as usize,
     objects: env_u64("FAULTLAB_OBJECTS", 4) as usize,
     strict_reads: env_u64("FAULTLAB_STRICT_READS", 0) != 0,
     keep: env_u64("FAULTLAB_KEEP", 0) != 0,
+    poison_permille: env_u64("FAULTLAB_POISON_PERMILLE", 25),
   }
 }
 
@@ -200,6 +206,20 @@ fn faultlab_checker_catches_broken_histories() {
   assert_eq!(run(&early, &[1]).late_acks, 1);
   let phantom = [op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1))];
   assert_eq!(run(&phantom, &[2]).violations.len(), 1);
+  // A poisoned increment answered 200; one that failed is fine, but it
+  // must not have counted.
+  let poisoned = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1)),
+    op(Kind::Poison, 7_300, 7_400, Outcome::Ok(2)),
+  ];
+  let f = run(&poisoned, &[1]);
+  assert_eq!((f.poison_acks, f.violations.len()), (1, 1));
+  let failed = [
+    op(Kind::Incr, 7_100, 7_200, Outcome::Ok(1)),
+    op(Kind::Poison, 7_300, 7_400, Outcome::Status(500)),
+  ];
+  assert!(run(&failed, &[1]).violations.is_empty());
+  assert_eq!(run(&failed, &[2]).violations.len(), 1);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,6 +278,7 @@ impl Lab {
       stop_poller: AtomicBool::new(false),
       leases: Mutex::new(vec![BTreeSet::new(); cfg.nodes]),
       poll_gap_max_ms: AtomicU64::new(0),
+      poison_permille: cfg.poison_permille,
       names: names.clone(),
       objects,
     });
@@ -274,7 +295,7 @@ impl Lab {
       .collect();
     Lab {
       cfg,
-      worker: repo_root().join("examples/counter"),
+      worker: repo_root().join("tests/faultlab/worker"),
       dir,
       store,
       slots,
@@ -562,6 +583,14 @@ impl Lab {
         self.store.flaky(false, &mut self.rng);
         self.flaky = false;
       }
+      FaultKind::Gap => {
+        self.flaky = true;
+        self.store.gap(true);
+        let d = Duration::from_millis(self.rng.range(2_000, 5_000));
+        self.supervise_for(d);
+        self.store.gap(false);
+        self.flaky = false;
+      }
       FaultKind::Partition => {
         let i = node.unwrap();
         self.partitioned = Some(i);
@@ -675,7 +704,7 @@ fn run_lab(kind: StoreKind) {
   while Instant::now() < end || (bags == 1 && !bag.is_empty()) {
     if bag.is_empty() {
       bags += 1;
-      bag = FaultKind::ALL.to_vec();
+      bag = lab.store.kinds();
       lab.rng.shuffle(&mut bag);
     }
     let fault = bag.pop().unwrap();

@@ -18,6 +18,8 @@
 //!   `strict_reads` is set);
 //! - a read never sees more increments than were sent before it was
 //!   answered;
+//! - a *poisoned* increment (one whose turn's commit must fail: see
+//!   `faultlab/worker/worker.js`) is never acknowledged, and never counted;
 //! - no acknowledgement after the answering node's fence deadline: the ack
 //!   left the node at some time in `[t0, t1]` (raised to the SIGCONT time
 //!   when the node was stopped in between and the answer came after it), so
@@ -32,6 +34,8 @@ use std::fmt::Write as _;
 pub enum Kind {
   Incr,
   Read,
+  /// An increment in a turn whose commit fails: never a success.
+  Poison,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +110,7 @@ pub struct Findings {
   pub order: usize,
   pub stale_reads: usize,
   pub late_acks: usize,
+  pub poison_acks: usize,
 }
 
 fn describe(input: &Input, op: &Op) -> String {
@@ -132,6 +137,16 @@ pub fn check(input: &Input) -> Findings {
       .filter(|o| o.kind == Kind::Incr && o.value().is_some())
       .collect();
     let final_count = input.finals[obj];
+    for p in ops
+      .iter()
+      .filter(|o| o.kind == Kind::Poison && o.value().is_some())
+    {
+      f.poison_acks += 1;
+      f.violations.push(format!(
+        "{name}: an increment whose commit failed was acknowledged: {}",
+        describe(input, p)
+      ));
+    }
     // No value acknowledged twice.
     let mut by_value: BTreeMap<u64, Vec<&Op>> = BTreeMap::new();
     for a in &acks {
@@ -178,7 +193,7 @@ pub fn check(input: &Input) -> Findings {
     let mut observed: Vec<&Op> = ops
       .iter()
       .copied()
-      .filter(|o| o.value().is_some())
+      .filter(|o| o.kind != Kind::Poison && o.value().is_some())
       .collect();
     observed.sort_by_key(|o| o.t1);
     let mut prefix_max: Vec<(u64, usize)> = Vec::with_capacity(observed.len());
@@ -205,7 +220,7 @@ pub fn check(input: &Input) -> Findings {
         let a = observed[j];
         let bad = match b.kind {
           Kind::Incr => m >= v,
-          Kind::Read => m > v,
+          Kind::Read | Kind::Poison => m > v,
         };
         if bad {
           let msg = format!(
@@ -325,7 +340,13 @@ pub fn report(input: &Input, f: &Findings, extra: &str) -> String {
     *counts.entry(fault.kind).or_default() += 1;
   }
   let in_fault = |t: u64| windows.iter().any(|&(s, e)| t >= s && t <= e);
-  let (during, outside): (Vec<&Op>, Vec<&Op>) = ops.iter().partition(|o| in_fault(o.t0));
+  // Poisoned increments never succeed: they are not availability.
+  let (during, outside): (Vec<&Op>, Vec<&Op>) = ops
+    .iter()
+    .filter(|o| o.kind != Kind::Poison)
+    .partition(|o| in_fault(o.t0));
+  let poisoned = ops.iter().filter(|o| o.kind == Kind::Poison).count();
+  let reads = ops.iter().filter(|o| o.kind == Kind::Read).count();
   let pct = |v: &[&Op]| {
     if v.is_empty() {
       "n/a".to_string()
@@ -348,10 +369,11 @@ pub fn report(input: &Input, f: &Findings, extra: &str) -> String {
   );
   let _ = writeln!(
     out,
-    "requests: {} ({} increments, {} reads); acknowledged increments: {}; refused (503 + owner): {}; other status: {}; timeouts/errors: {}",
+    "requests: {} ({} increments, {} reads, {} poisoned); acknowledged increments: {}; refused (503 + owner): {}; other status: {}; timeouts/errors: {}",
     ops.len(),
     incr,
-    ops.len() - incr,
+    reads,
+    poisoned,
     acked,
     refused,
     status,
@@ -359,8 +381,8 @@ pub fn report(input: &Input, f: &Findings, extra: &str) -> String {
   );
   let _ = writeln!(
     out,
-    "lost: {}; duplicated: {}; order violations: {}; acks after the fence deadline: {}; stale reads: {}",
-    f.lost, f.duplicated, f.order, f.late_acks, f.stale_reads
+    "lost: {}; duplicated: {}; order violations: {}; acks after the fence deadline: {}; poisoned increments acknowledged: {}; stale reads: {}",
+    f.lost, f.duplicated, f.order, f.late_acks, f.poison_acks, f.stale_reads
   );
   let _ = writeln!(
     out,

@@ -8,10 +8,12 @@
 //!   sender gave up on it, as after a real partition heals).
 //! - `Outage`: every request is answered `503 ServiceUnavailable` without
 //!   being forwarded.
-//! - `Flaky`: a fraction of `PUT`s fail: most are answered `503` without
-//!   being forwarded (provably not applied), some are forwarded and then
-//!   answered `500` (applied, but the sender is told it failed: an
-//!   ambiguous outcome it must reconcile).
+//! - `Gap`: one LTX upload fails every time, later ones land.
+//! - `Flaky`: a fraction of `PUT`s (all, or only LTX uploads) fail, each
+//!   answered late: most are answered `503` without being forwarded
+//!   (provably not applied), some are forwarded and then answered `500`
+//!   (applied, but the sender is told it failed: an ambiguous outcome it
+//!   must reconcile).
 //!
 //! Each request goes upstream on its own connection (`Connection: close`);
 //! the node's side keeps its connections alive. Writes (anything but GET and
@@ -37,7 +39,18 @@ pub enum Mode {
     fail_permille: u64,
     /// PUTs forwarded, then answered 500, per mille.
     ambiguous_permille: u64,
+    /// Only PUTs of LTX files (transactions), not lease or ownership
+    /// records: uploads fail while the node keeps its lease and its cells.
+    ltx_only: bool,
+    /// Each affected PUT is answered this much later (the next turns of the
+    /// object commit while its upload is still out).
+    delay_ms: u64,
   },
+  /// The first LTX upload (`PUT …/ltx/…`) after the mode is set fails
+  /// every time it is tried, so it fails for good past the client's
+  /// retries; every other request goes through: a gap in a cell's chain
+  /// with later transactions landing above it.
+  Gap,
 }
 
 #[derive(Default, Debug)]
@@ -56,6 +69,8 @@ struct Shared {
   serial: Arc<Mutex<()>>,
   rng: Mutex<Rng>,
   stats: Stats,
+  /// `Gap`: the upload that fails.
+  gap: Mutex<Option<String>>,
 }
 
 pub struct Proxy {
@@ -75,6 +90,7 @@ impl Proxy {
       serial,
       rng: Mutex::new(rng),
       stats: Stats::default(),
+      gap: Mutex::new(None),
     });
     let s = shared.clone();
     std::thread::spawn(move || {
@@ -89,6 +105,7 @@ impl Proxy {
   }
 
   pub fn set(&self, mode: Mode) {
+    *self.shared.gap.lock().unwrap() = None;
     *self.shared.mode.lock().unwrap() = mode;
     self.shared.changed.notify_all();
   }
@@ -121,7 +138,8 @@ fn serve(s: &Shared, conn: TcpStream) -> std::io::Result<()> {
   let mut r = BufReader::new(conn);
   while let Some(req) = read_request(&mut r, &mut out)? {
     s.stats.requests.fetch_add(1, Ordering::Relaxed);
-    let action = decide(s, &req.method);
+    let (action, delay) = decide(s, &req.method, &req.target);
+    std::thread::sleep(delay);
     let resp = match action {
       Action::Refuse(why) => error_response(503, "ServiceUnavailable", why),
       Action::Forward => forward(s, &req),
@@ -139,7 +157,8 @@ fn serve(s: &Shared, conn: TcpStream) -> std::io::Result<()> {
   Ok(())
 }
 
-fn decide(s: &Shared, method: &str) -> Action {
+fn decide(s: &Shared, method: &str, target: &str) -> (Action, Duration) {
+  let none = Duration::ZERO;
   let mut mode = s.mode.lock().unwrap();
   let mut counted = false;
   loop {
@@ -151,28 +170,42 @@ fn decide(s: &Shared, method: &str) -> Action {
         }
         mode = s.changed.wait(mode).unwrap();
       }
-      Mode::Pass => return Action::Forward,
+      Mode::Pass => return (Action::Forward, none),
+      Mode::Gap => {
+        if method != "PUT" || !target.contains("/ltx/") {
+          return (Action::Forward, none);
+        }
+        let mut gap = s.gap.lock().unwrap();
+        if gap.get_or_insert_with(|| target.to_string()) == target {
+          s.stats.failed_puts.fetch_add(1, Ordering::Relaxed);
+          return (Action::Refuse("fault lab: this upload always fails"), none);
+        }
+        return (Action::Forward, none);
+      }
       Mode::Outage => {
         s.stats.refused.fetch_add(1, Ordering::Relaxed);
-        return Action::Refuse("fault lab: store outage");
+        return (Action::Refuse("fault lab: store outage"), none);
       }
       Mode::Flaky {
         fail_permille,
         ambiguous_permille,
+        ltx_only,
+        delay_ms,
       } => {
-        if method != "PUT" {
-          return Action::Forward;
+        if method != "PUT" || (ltx_only && !target.contains("/ltx/")) {
+          return (Action::Forward, none);
         }
         let roll = s.rng.lock().unwrap().below(1000);
+        let delay = Duration::from_millis(delay_ms);
         if roll < fail_permille {
           s.stats.failed_puts.fetch_add(1, Ordering::Relaxed);
-          return Action::Refuse("fault lab: flaky upload");
+          return (Action::Refuse("fault lab: flaky upload"), delay);
         }
         if roll < fail_permille + ambiguous_permille {
           s.stats.ambiguous_puts.fetch_add(1, Ordering::Relaxed);
-          return Action::ForwardThenFail;
+          return (Action::ForwardThenFail, delay);
         }
-        return Action::Forward;
+        return (Action::Forward, delay);
       }
     }
   }

@@ -24,10 +24,12 @@ pub(crate) enum FaultKind {
   Outage,
   Flaky,
   Partition,
+  /// S3 only: one upload fails for good, later ones land.
+  Gap,
 }
 
 impl FaultKind {
-  pub(crate) const ALL: [FaultKind; 7] = [
+  pub(crate) const ALL: [FaultKind; 8] = [
     FaultKind::Kill,
     FaultKind::KillWipe,
     FaultKind::StopCont,
@@ -35,6 +37,7 @@ impl FaultKind {
     FaultKind::Outage,
     FaultKind::Flaky,
     FaultKind::Partition,
+    FaultKind::Gap,
   ];
 
   pub(crate) fn name(self) -> &'static str {
@@ -46,11 +49,12 @@ impl FaultKind {
       FaultKind::Outage => "outage",
       FaultKind::Flaky => "flaky",
       FaultKind::Partition => "partition",
+      FaultKind::Gap => "upload gap",
     }
   }
 
   pub(crate) fn on_node(self) -> bool {
-    !matches!(self, FaultKind::Outage | FaultKind::Flaky)
+    !matches!(self, FaultKind::Outage | FaultKind::Flaky | FaultKind::Gap)
   }
 }
 
@@ -192,6 +196,24 @@ impl Store {
     }
   }
 
+  /// The kinds of fault this store can have: a file system cannot fail one
+  /// chosen upload, so no upload gap on `file://`.
+  pub(crate) fn kinds(&self) -> Vec<FaultKind> {
+    let mut all = FaultKind::ALL.to_vec();
+    if matches!(self, Store::File { .. }) {
+      all.retain(|k| *k != FaultKind::Gap);
+    }
+    all
+  }
+
+  pub(crate) fn gap(&mut self, on: bool) {
+    if let Store::S3 { proxies, .. } = self {
+      for p in proxies {
+        p.set(if on { Mode::Gap } else { Mode::Pass });
+      }
+    }
+  }
+
   pub(crate) fn partition(&mut self, i: usize, on: bool) {
     match self {
       Store::File { .. } => self.set_view(i, on),
@@ -221,12 +243,16 @@ impl Store {
         // From mildly flaky to mostly failing: past the client's own
         // retries an upload fails for good while later ones land (the gap
         // the acknowledgement rule must not ack across).
-        let fail_permille = [250, 500, 750][rng.below(3) as usize];
+        let fail_permille = [500, 750, 900][rng.below(3) as usize];
+        let ltx_only = rng.chance(500);
+        let delay_ms = rng.range(0, 60);
         for p in proxies {
           p.set(if on {
             Mode::Flaky {
               fail_permille,
               ambiguous_permille: 50,
+              ltx_only,
+              delay_ms,
             }
           } else {
             Mode::Pass

@@ -41,6 +41,7 @@ pub(crate) struct Shared {
   pub(crate) stop_poller: AtomicBool,
   pub(crate) leases: Mutex<Vec<BTreeSet<u64>>>,
   pub(crate) poll_gap_max_ms: AtomicU64,
+  pub(crate) poison_permille: u64,
 }
 
 impl Shared {
@@ -61,7 +62,11 @@ impl Shared {
     let addr = self.addrs.lock().unwrap()[node]?;
     let name = &self.objects[object];
     let (method, path) = match kind {
-      Kind::Incr => ("POST", format!("/increment?name={name}")),
+      // Even clients are answered in the increment's turn, odd ones a turn
+      // later.
+      Kind::Incr if client.is_multiple_of(2) => ("POST", format!("/increment?name={name}")),
+      Kind::Incr => ("POST", format!("/increment?name={name}&wait=1")),
+      Kind::Poison => ("POST", format!("/poison?name={name}")),
       Kind::Read => ("GET", format!("/?name={name}")),
     };
     let t0 = now_us();
@@ -100,9 +105,10 @@ impl Shared {
   }
 }
 
-/// A client: increments (four in five) and reads random objects, sends each
-/// to the node that last answered for the object or named itself its owner,
-/// else to a random node.
+/// A client: increments (most), reads (one in five) and poisoned increments
+/// (`poison_permille` of the rest) on random objects, half of them on the first (so that turns
+/// of one object overlap rounds in flight); sends each to the node that last
+/// answered for the object or named itself its owner, else to a random node.
 pub(crate) fn client(shared: Arc<Shared>, id: usize, mut rng: Rng) {
   let mut hint: Vec<Option<usize>> = vec![None; shared.objects.len()];
   let mut retry: Option<(usize, Kind)> = None;
@@ -110,10 +116,17 @@ pub(crate) fn client(shared: Arc<Shared>, id: usize, mut rng: Rng) {
     let (object, kind) = retry.take().unwrap_or_else(|| {
       let kind = if rng.chance(200) {
         Kind::Read
+      } else if rng.chance(shared.poison_permille) {
+        Kind::Poison
       } else {
         Kind::Incr
       };
-      (rng.below(shared.objects.len() as u64) as usize, kind)
+      let object = if rng.chance(500) {
+        0
+      } else {
+        rng.below(shared.objects.len() as u64) as usize
+      };
+      (object, kind)
     });
     let up = shared.up_nodes();
     if up.is_empty() {
