@@ -4,7 +4,9 @@
 //! must be equal.
 //!
 //! A fixture is `NAME.js` (or a directory `NAME/` with `worker.js` and the
-//! modules it imports). Directives in `// @` comments at the top:
+//! modules it imports, typed by extension as wrangler's default rules type
+//! them: `.js` ES module, `.txt`/`.html`/`.sql` Text, `.bin` Data, `.wasm`
+//! CompiledWasm, `.json` JSON). Directives in `// @` comments at the top:
 //!   `// @request METHOD PATH [BODY]`  a request to send (default `GET /`)
 //!   `// @ws PATH [MSG | MSG ...]`     a WebSocket session: connect, send the
 //!                                     messages (`!close CODE REASON` sends a
@@ -53,7 +55,7 @@ fn fixtures() -> Vec<Fixture> {
   entries.sort();
   for path in entries {
     let (name, main, modules) = if path.is_dir() {
-      let mut modules = js_files(&path);
+      let mut modules = module_files(&path);
       modules.sort();
       (
         path.file_name().unwrap().to_string_lossy().into_owned(),
@@ -126,17 +128,29 @@ fn fixtures() -> Vec<Fixture> {
   out
 }
 
-fn js_files(dir: &Path) -> Vec<PathBuf> {
+fn module_files(dir: &Path) -> Vec<PathBuf> {
   let mut out = Vec::new();
   for e in std::fs::read_dir(dir).unwrap() {
     let p = e.unwrap().path();
     if p.is_dir() {
-      out.extend(js_files(&p));
-    } else if p.extension().is_some_and(|e| e == "js") {
+      out.extend(module_files(&p));
+    } else if module_kind(&p).is_some() {
       out.push(p);
     }
   }
   out
+}
+
+/// workerd's module kind for a fixture file, by wrangler's default rules.
+fn module_kind(p: &Path) -> Option<&'static str> {
+  Some(match p.extension()?.to_str()? {
+    "js" => "esModule",
+    "txt" | "html" | "sql" => "text",
+    "bin" => "data",
+    "wasm" => "wasm",
+    "json" => "json",
+    _ => return None,
+  })
 }
 
 fn workerd_bin() -> PathBuf {
@@ -195,8 +209,9 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
         .map(|m| {
           let name = m.strip_prefix(base).unwrap().to_string_lossy().into_owned();
           format!(
-            "(name = {}, esModule = embed {})",
+            "(name = {}, {} = embed {})",
             capnp_string(&name),
+            module_kind(m).unwrap(),
             embed(m)
           )
         })

@@ -1,10 +1,14 @@
 //! Reading a Worker's configuration the way wrangler does: `wrangler.toml`
 //! or `wrangler.jsonc` (name, main, compatibility_date, compatibility_flags,
-//! vars) and `.dev.vars` for secrets.
+//! vars, Durable Objects and migrations, module rules and base_dir) and
+//! `.dev.vars` for secrets.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use std::sync::Arc;
+
+use cellhost_host::rules::{ModuleKind, ModuleRules, Rule};
 use cellhost_host::{Namespace, WorkerSpec};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -24,9 +28,48 @@ struct WranglerConfig {
   vars: Map<String, Value>,
   durable_objects: DurableObjects,
   migrations: Vec<Migration>,
+  rules: Vec<RuleConfig>,
+  base_dir: Option<String>,
+  /// Every file under the base directory can be imported here, so wrangler's
+  /// `find_additional_modules` and `no_bundle` change nothing; read so they
+  /// are not reported as unknown.
+  #[allow(dead_code)]
+  find_additional_modules: Option<bool>,
+  #[allow(dead_code)]
+  no_bundle: Option<bool>,
   /// Everything else: refused or warned about by name (`keys`).
   #[serde(flatten)]
   other: std::collections::BTreeMap<String, Value>,
+}
+
+/// One `[[rules]]` entry; a key wrangler does not have is refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleConfig {
+  #[serde(rename = "type")]
+  kind: String,
+  globs: Vec<String>,
+  #[serde(default)]
+  fallthrough: bool,
+}
+
+fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleRules>> {
+  let mut out = Vec::new();
+  for (i, r) in rules.iter().enumerate() {
+    let kind = ModuleKind::parse(&r.kind)
+      .map_err(|e| anyhow::anyhow!("{}: rules[{i}] ({:?}): {e}", file.display(), r.globs))?;
+    out.push(Rule {
+      kind,
+      globs: r.globs.clone(),
+      fallthrough: r.fallthrough,
+    });
+  }
+  let (rules, warnings) =
+    ModuleRules::new(&out).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+  for w in warnings {
+    tracing::warn!("{}: {w}", file.display());
+  }
+  Ok(Arc::new(rules))
 }
 
 #[derive(Deserialize, Default)]
@@ -161,9 +204,25 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       env.insert(k, Value::String(v));
     }
   }
+  let rules = module_rules(&file, &cfg.rules)?;
   let mut worker = spec(name, dir.join(main), env, dos, data_dir)?;
   worker.spec.eval_during_startup =
     eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  worker.spec.rules = rules;
+  if let Some(base) = &cfg.base_dir {
+    let base = dir.join(base);
+    let base =
+      std::fs::canonicalize(&base).with_context(|| format!("base_dir {}", base.display()))?;
+    if !worker.spec.main.starts_with(&base) {
+      bail!(
+        "{}: main {} is not inside base_dir {}",
+        file.display(),
+        worker.spec.main.display(),
+        base.display()
+      );
+    }
+    worker.spec.base_dir = Some(base);
+  }
   Ok(worker)
 }
 
@@ -215,6 +274,8 @@ fn spec(
       data_dir,
       fleet: None,
       eval_during_startup: true,
+      rules: Default::default(),
+      base_dir: None,
     },
   })
 }

@@ -168,7 +168,12 @@ async fn boot(
     .canonicalize()
     .map_err(|e| format!("{}: {e}", spec.main.display()))?;
   let mut js = JsRuntime::try_new(RuntimeOptions {
-    module_loader: Some(Rc::new(Loader::new(&main)?)),
+    module_loader: Some(Rc::new(Loader::new(
+      &main,
+      spec.base_dir.as_deref(),
+      spec.rules.clone(),
+    )?)),
+    custom_module_evaluation_cb: Some(Box::new(module_value)),
     extensions: set::for_runtime(),
     startup_snapshot: Some(SNAPSHOT),
     residual_lazy_js_sources: RESIDUAL_JS,
@@ -268,18 +273,79 @@ async fn boot(
 }
 
 /// workerd refuses every import attribute (`with { type: "json" }`
-/// included) before it looks the module up.
+/// included) before it looks the module up; the loader's own wrappers of
+/// non-JavaScript modules pass (see `loader.rs`).
 fn refuse_import_attributes(
   scope: &mut v8::PinScope,
   attributes: &std::collections::HashMap<String, String>,
-  _cx: &deno_core::ImportAttributesContext,
+  cx: &deno_core::ImportAttributesContext,
 ) {
-  if attributes.is_empty() {
+  if attributes.is_empty()
+    || crate::loader::is_value_import(attributes, &cx.referrer, &cx.specifier)
+  {
     return;
   }
   let msg = v8::String::new(scope, "Unrecognized import attributes specified").unwrap();
   let e = v8::Exception::error(scope, msg);
   scope.throw_exception(e);
+}
+
+/// The value of a Text, Data, CompiledWasm or JSON module, made from its
+/// bytes: a string, an `ArrayBuffer`, a `WebAssembly.Module` (compiled here
+/// whatever the code generation policy, as workerd compiles a bundle's wasm
+/// itself), or the parsed JSON.
+fn module_value(
+  scope: &mut v8::PinScope,
+  ty: std::borrow::Cow<'_, str>,
+  name: &deno_core::FastString,
+  code: deno_core::ModuleSourceCode,
+) -> Result<deno_core::CustomModuleEvaluationKind, deno_error::JsErrorBox> {
+  use crate::rules::ModuleKind;
+  use deno_error::JsErrorBox;
+  let kind = ModuleKind::from_value_type(&ty)
+    .ok_or_else(|| JsErrorBox::generic(format!("{name}: unknown module type {ty}")))?;
+  let bytes = match code {
+    deno_core::ModuleSourceCode::Bytes(b) => b.to_vec(),
+    deno_core::ModuleSourceCode::String(s) => s.as_bytes().to_vec(),
+  };
+  let fail = |why: &str| JsErrorBox::generic(format!("{} module {name}: {why}", kind.name()));
+  let not_utf8 = |_| fail("not valid UTF-8");
+  let value: v8::Local<v8::Value> = match kind {
+    ModuleKind::Text => v8::String::new(scope, std::str::from_utf8(&bytes).map_err(not_utf8)?)
+      .ok_or_else(|| fail("too large"))?
+      .into(),
+    ModuleKind::Data => {
+      let store = v8::ArrayBuffer::new_backing_store_from_vec(bytes).make_shared();
+      v8::ArrayBuffer::with_backing_store(scope, &store).into()
+    }
+    ModuleKind::Json => {
+      serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+        .map_err(|e| fail(&format!("not valid JSON: {e}")))?;
+      let text = std::str::from_utf8(&bytes).map_err(not_utf8)?;
+      let s = v8::String::new(scope, text).ok_or_else(|| fail("too large"))?;
+      v8::json::parse(scope, s).ok_or_else(|| fail("not valid JSON"))?
+    }
+    ModuleKind::CompiledWasm => {
+      let context = scope.get_current_context();
+      let allowed = context.is_code_generation_from_strings_allowed();
+      context.set_allow_generation_from_strings(true);
+      v8::tc_scope!(let tc, scope);
+      let module = v8::WasmModuleObject::compile(tc, &bytes);
+      let why = tc
+        .exception()
+        .map(|e| e.to_rust_string_lossy(tc))
+        .unwrap_or_else(|| "not a valid WebAssembly module".into());
+      context.set_allow_generation_from_strings(allowed);
+      let module = module.ok_or_else(|| fail(&why))?;
+      return Ok(deno_core::CustomModuleEvaluationKind::Synthetic(
+        v8::Global::new(tc, module.cast::<v8::Value>()),
+      ));
+    }
+    ModuleKind::EsModule | ModuleKind::CommonJs => return Err(fail("not a value module")),
+  };
+  Ok(deno_core::CustomModuleEvaluationKind::Synthetic(
+    v8::Global::new(scope, value),
+  ))
 }
 
 /// Code generation from strings (`eval`, `new Function`, and compiling

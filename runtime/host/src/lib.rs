@@ -7,6 +7,7 @@
 
 mod isolate;
 mod loader;
+pub mod rules;
 mod watchdog;
 
 use std::path::PathBuf;
@@ -48,6 +49,11 @@ pub struct WorkerSpec {
   /// `eval`/`new Function` while the Worker's top level runs (workerd's
   /// `allow_eval_during_startup`); never once it serves events.
   pub eval_during_startup: bool,
+  /// The module rules (wrangler's `[[rules]]` and defaults).
+  pub rules: std::sync::Arc<rules::ModuleRules>,
+  /// wrangler's `base_dir`: module names are relative to it (default: the
+  /// entry's directory).
+  pub base_dir: Option<PathBuf>,
 }
 
 impl WorkerSpec {

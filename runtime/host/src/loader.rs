@@ -1,11 +1,23 @@
 //! Module loading for a Worker bundle. A Worker sees its own module set and
-//! nothing else: relative ES module imports of files inside the Worker's
-//! directory (resolved once at start, symlinks included), and the built-in
+//! nothing else: relative imports of files inside the Worker's directory
+//! (resolved once at start, symlinks included), and the built-in
 //! `cloudflare:workers` module. Anything else — another `file:` URL, a `..`
 //! or symlink escape, `ext:`, `data:`, `http:` — is refused with workerd's
 //! `No such module` error, without reading the file.
+//!
+//! A module's type comes from wrangler's module rules (`rules.rs`). A Text,
+//! Data, CompiledWasm or JSON module is answered as a one-line JavaScript
+//! module that imports the file's value from its own URL (plus a query)
+//! under an internal import attribute type; that second load hands the bytes to
+//! `isolate::module_value`, which makes the value (a string, an
+//! `ArrayBuffer`, a `WebAssembly.Module`, the parsed JSON) in Rust, so no
+//! user-reachable global is involved and a wasm module compiles even where
+//! code generation is refused.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::rules::{ModuleKind, ModuleRules};
 
 use deno_core::{
   ModuleLoadOptions, ModuleLoadReferrer, ModuleLoadResponse, ModuleLoader, ModuleSource,
@@ -29,20 +41,43 @@ export const {
 pub const WORKERS_SPECIFIER: &str = "cloudflare:workers";
 
 pub struct Loader {
-  /// The Worker's directory, canonical: every module lives under it.
+  /// The Worker's base directory, canonical: every module lives under it,
+  /// and module names are relative to it.
   root: PathBuf,
+  /// The entry module, canonical: JavaScript whatever the rules say.
+  main: PathBuf,
+  rules: Arc<ModuleRules>,
 }
 
 impl Loader {
-  /// A loader for the Worker whose entry is `main`.
-  pub fn new(main: &Path) -> Result<Self, String> {
-    let dir = main
-      .parent()
-      .ok_or_else(|| format!("{}: no directory", main.display()))?;
+  /// A loader for the Worker whose entry is `main` (canonical), its
+  /// modules under `base_dir` (default: `main`'s directory).
+  pub fn new(
+    main: &Path,
+    base_dir: Option<&Path>,
+    rules: Arc<ModuleRules>,
+  ) -> Result<Self, String> {
+    let dir = match base_dir {
+      Some(d) => d,
+      None => main
+        .parent()
+        .ok_or_else(|| format!("{}: no directory", main.display()))?,
+    };
     let root = dir
       .canonicalize()
       .map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(Loader { root })
+    if !main.starts_with(&root) {
+      return Err(format!(
+        "main {} is not inside base_dir {}",
+        main.display(),
+        root.display()
+      ));
+    }
+    Ok(Loader {
+      root,
+      main: main.to_path_buf(),
+      rules,
+    })
   }
 
   /// The canonical path of `specifier` if it is a module of this Worker.
@@ -140,6 +175,13 @@ impl ModuleLoader for Loader {
         "Cannot import \"{specifier}\": this Workers module is not supported by cellhost yet"
       )));
     }
+    // A non-JavaScript module's wrapper importing its value.
+    if specifier.strip_suffix(VALUE_QUERY) == Some(referrer)
+      && let Ok(url) = ModuleSpecifier::parse(specifier)
+      && self.module_path(&url).is_some()
+    {
+      return Ok(url);
+    }
     // The entry itself, as the host names it (an absolute file URL).
     if matches!(kind, ResolutionKind::MainModule)
       && let Ok(url) = ModuleSpecifier::parse(specifier)
@@ -167,6 +209,10 @@ impl ModuleLoader for Loader {
 impl Loader {
   /// One of the Worker's modules, or workerd's error.
   fn resolve_module(&self, specifier: &str, referrer: &str) -> Result<ModuleSpecifier, JsErrorBox> {
+    // wrangler's `**/*.wasm?module` rule: the file is the `.wasm` one.
+    let specifier = (specifier.strip_suffix("?module"))
+      .filter(|s| s.ends_with(".wasm"))
+      .unwrap_or(specifier);
     let name = self
       .module_name(specifier, referrer)
       .ok_or_else(|| above_root(specifier))?;
@@ -183,35 +229,90 @@ impl Loader {
     specifier: &ModuleSpecifier,
     requested: RequestedModuleType,
   ) -> Result<ModuleSource, JsErrorBox> {
-    let code = if specifier.as_str() == WORKERS_SPECIFIER {
-      WORKERS_MODULE.to_string()
-    } else if let Some(code) = refused_source(specifier) {
-      code
+    let js = |code: String| {
+      ModuleSource::new(
+        ModuleType::JavaScript,
+        ModuleSourceCode::String(code.into()),
+        specifier,
+        None,
+      )
+    };
+    if specifier.as_str() == WORKERS_SPECIFIER {
+      return Ok(js(WORKERS_MODULE.to_string()));
+    }
+    if let Some(code) = refused_source(specifier) {
+      return Ok(js(code));
+    }
+    // Checked again here: the file may have changed since it resolved.
+    let rel = |p: &Path| {
+      p.strip_prefix(&self.root)
+        .ok()
+        .map(|r| r.to_string_lossy().into_owned())
+    };
+    let path = self.module_path(specifier).ok_or_else(|| {
+      let name = (specifier.to_file_path().ok())
+        .and_then(|p| rel(&p))
+        .unwrap_or_else(|| specifier.to_string());
+      no_such_module(&name)
+    })?;
+    let name = rel(&path).unwrap_or_default();
+    let kind = if path == self.main {
+      Some(ModuleKind::EsModule)
     } else {
-      // Checked again here: the file may have changed since it resolved.
-      let path = self.module_path(specifier).ok_or_else(|| {
-        let name = (specifier.to_file_path().ok())
-          .and_then(|p| p.strip_prefix(&self.root).ok().map(Path::to_path_buf))
-          .map(|p| p.to_string_lossy().into_owned())
-          .unwrap_or_else(|| specifier.to_string());
-        no_such_module(&name)
-      })?;
-      std::fs::read_to_string(&path)
-        .map_err(|e| JsErrorBox::generic(format!("Cannot load module {}: {e}", path.display())))?
+      self.rules.kind_of(&name)
     };
-    let ty = match requested {
-      RequestedModuleType::Json => ModuleType::Json,
-      _ if specifier.path().ends_with(".json") => ModuleType::Json,
-      _ => ModuleType::JavaScript,
-    };
-    Ok(ModuleSource::new(
-      ty,
-      ModuleSourceCode::String(code.into()),
-      specifier,
-      None,
-    ))
+    let read_error =
+      |e: std::io::Error| JsErrorBox::generic(format!("Cannot load module {name}: {e}"));
+    if let RequestedModuleType::Other(ty) = &requested {
+      // The value of a non-JavaScript module, for its own wrapper.
+      if kind.and_then(ModuleKind::value_type) != Some(ty.as_ref()) {
+        return Err(no_such_module(&name));
+      }
+      let bytes = std::fs::read(&path).map_err(read_error)?;
+      return Ok(ModuleSource::new(
+        ModuleType::Other(ty.clone()),
+        ModuleSourceCode::Bytes(bytes.into_boxed_slice().into()),
+        specifier,
+        None,
+      ));
+    }
+    match kind {
+      Some(ModuleKind::EsModule) => Ok(js(std::fs::read_to_string(&path).map_err(read_error)?)),
+      Some(ModuleKind::CommonJs) => Err(JsErrorBox::generic(format!(
+        "Cannot load module {name}: CommonJS modules (module type CommonJS) are not supported by cellhost yet"
+      ))),
+      Some(kind) => {
+        let ty = kind.value_type().expect("not JavaScript");
+        // Its own URL with a query: a module of its own in deno_core's map.
+        let url = format!("{specifier}{VALUE_QUERY}");
+        let url = serde_json::to_string(&url).expect("a string");
+        Ok(js(format!(
+          "import value from {url} with {{ type: \"{ty}\" }};\nexport default value;\n"
+        )))
+      }
+      None => Err(JsErrorBox::generic(format!(
+        "No module rule matches \"{name}\": give it a type with [[rules]] (ESModule, CommonJS, CompiledWasm, Text or Data)"
+      ))),
+    }
   }
 }
+
+/// Whether an import attribute is the loader's own: a non-JavaScript
+/// module's wrapper importing its value from itself.
+pub fn is_value_import(
+  attributes: &std::collections::HashMap<String, String>,
+  referrer: &str,
+  specifier: &str,
+) -> bool {
+  attributes.len() == 1
+    && attributes
+      .get("type")
+      .is_some_and(|t| ModuleKind::from_value_type(t).is_some())
+    && specifier.strip_suffix(VALUE_QUERY) == Some(referrer)
+}
+
+/// What a wrapper appends to its own URL to import its value.
+const VALUE_QUERY: &str = "?cellhost-value";
 
 #[cfg(test)]
 mod tests {
@@ -226,7 +327,8 @@ mod tests {
     std::fs::write(app.join("lib/a.js"), "export const a = 1").unwrap();
     std::fs::write(base.join("secret.js"), "export const s = 1").unwrap();
     std::os::unix::fs::symlink(base.join("secret.js"), app.join("link.js")).unwrap();
-    let loader = Loader::new(&app.join("worker.js")).unwrap();
+    let main = app.join("worker.js").canonicalize().unwrap();
+    let loader = Loader::new(&main, None, Default::default()).unwrap();
     (base, loader)
   }
 
