@@ -32,6 +32,7 @@ import * as timers from "ext:cellhost/05_timers.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
 import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
+import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -182,7 +183,7 @@ ObjectDefineProperties(globalThis, {
   navigator: core.propGetterOnly(() => navigator),
   self: core.propGetterOnly(() => globalThis),
   caches: missing("caches", "the Cache API"),
-  HTMLRewriter: missing("HTMLRewriter", "the HTML rewriter"),
+  HTMLRewriter: core.propNonEnumerable(HTMLRewriter),
   EventSource: missing("EventSource", "server-sent events client"),
 });
 

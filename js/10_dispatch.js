@@ -11,10 +11,13 @@ import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
+import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 
 const {
+  ArrayPrototypeFilter,
   ObjectDefineProperty,
   ObjectPrototypeIsPrototypeOf,
+  StringPrototypeToLowerCase,
   PromisePrototypeThen,
   TypeError,
   Error,
@@ -319,6 +322,9 @@ export function respond(id, response) {
   }
   const fixed = fixedLengths.get(s);
   let list = headerList;
+  if (unframedBodies.has(s)) {
+    list = ArrayPrototypeFilter(list, (h) => StringPrototypeToLowerCase(h[0]) !== "content-length");
+  }
   if (fixed !== undefined && !list.some((h) => h[0].toLowerCase() === "content-length")) {
     list = [...list, ["content-length", `${fixed}`]];
   }

@@ -15,6 +15,7 @@ pub fn for_snapshot() -> Vec<Extension> {
     deno_crypto::deno_crypto::lazy_init(),
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
+    cellhost_html::cellhost_html::init(),
     crate::cellhost::init(),
   ]
 }
@@ -28,6 +29,7 @@ pub fn for_runtime() -> Vec<Extension> {
     deno_crypto::deno_crypto::lazy_init(),
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
+    cellhost_html::cellhost_html::init(),
     crate::cellhost::init(),
   ]
 }
