@@ -6,9 +6,16 @@ import { primordials } from "ext:core/mod.js";
 import "ext:cellhost/00_globals.js";
 import "ext:cellhost/50_websocket.js";
 import * as workers from "ext:cellhost/20_workers_module.js";
+import * as email from "ext:cellhost/21_email.js";
+import * as sockets from "ext:cellhost_sockets/sockets.js";
 import { boot, prepare } from "ext:cellhost/10_dispatch.js";
 
 const { SymbolFor } = primordials;
 
 globalThis[SymbolFor("cellhost.boot")] = { prepare, boot };
-globalThis[SymbolFor("cellhost.workers")] = workers;
+// The `cloudflare:*` modules, by name (runtime/host/src/loader.rs, BUILTINS).
+globalThis[SymbolFor("cellhost.modules")] = {
+  "cloudflare:workers": workers,
+  "cloudflare:sockets": { connect: sockets.connect },
+  "cloudflare:email": email,
+};

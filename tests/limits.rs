@@ -11,6 +11,7 @@ use std::time::Duration;
 use support::*;
 
 const WORKER: &str = r#"
+import { connect } from "cloudflare:sockets";
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
@@ -46,6 +47,13 @@ export default {
       }
       case "/fetch":
         return attempt(async () => (await fetch(url.searchParams.get("to"))).status).then((t) => new Response(t));
+      case "/connect":
+        return attempt(async () => {
+          const s = connect(url.searchParams.get("to"));
+          await s.opened;
+          await s.close();
+          return "open";
+        }).then((t) => new Response(t));
       case "/ws":
         return attempt(() => new Promise((resolve, reject) => {
           const ws = new WebSocket(url.searchParams.get("to"));
@@ -165,6 +173,11 @@ fn egress_policy_none_and_public() {
   let (ch, up) = start("egress-none", &["--egress", "none"]);
   let t = get(ch.addr, &format!("/fetch?to=http://{up}/")).text();
   assert!(t.contains("egress") && t.contains("refused"), "{t}");
+  let t = get(ch.addr, &format!("/connect?to={up}")).text();
+  assert!(
+    t.contains("egress") && t.contains("refused"),
+    "connect(): {t}"
+  );
   drop(ch);
   let (ch, up) = start("egress-public", &["--egress", "public"]);
   let port = up.port();
@@ -182,6 +195,17 @@ fn egress_policy_none_and_public() {
   }
   let t = get(ch.addr, &format!("/ws?to=ws://{up}/")).text();
   assert!(t.contains("refused"), "WebSocket client: {t}");
+  for to in [
+    format!("{up}"),
+    format!("localhost:{port}"),
+    format!("[::1]:{port}"),
+  ] {
+    let t = get(ch.addr, &format!("/connect?to={to}")).text();
+    assert!(
+      t.contains("egress") && t.contains("refused"),
+      "connect({to}): {t}"
+    );
+  }
   drop(ch);
   // The default reaches loopback, as wrangler dev does.
   let (ch, up) = start("egress-all", &[]);
@@ -189,6 +213,7 @@ fn egress_policy_none_and_public() {
     get(ch.addr, &format!("/fetch?to=http://{up}/")).text(),
     "ok 200"
   );
+  assert_eq!(get(ch.addr, &format!("/connect?to={up}")).text(), "ok open");
 }
 
 /// A loopback server that holds each request 100 ms and records how many

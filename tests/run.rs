@@ -398,3 +398,30 @@ fn rust_log_controls_tracing() {
   let out = child.wait_with_output().unwrap();
   assert!(!String::from_utf8_lossy(&out.stderr).contains("quiet-please"));
 }
+
+#[test]
+fn cloudflare_email_builds_messages_and_unknown_cloudflare_modules_are_named() {
+  let d = tmpdir("cf-modules");
+  let f = write(
+    &d,
+    "w.js",
+    "import { EmailMessage } from 'cloudflare:email';\nexport default { fetch() { const m = new EmailMessage('a@example.com', 'b@example.com', 'Subject: hi\\r\\n\\r\\nbody'); return new Response([m.from, m.to, m instanceof EmailMessage, typeof m.raw].join(' ')) } };",
+  );
+  let ch = Cellhost::start(&f, &[]);
+  assert_eq!(
+    get(ch.addr, "/").text(),
+    "a@example.com b@example.com true undefined"
+  );
+  drop(ch);
+  let f2 = write(
+    &d,
+    "ai.js",
+    "import { x } from 'cloudflare:ai';\nexport default { fetch() { return new Response('x') } };",
+  );
+  let (code, out) = cellhost_fails(&f2);
+  assert_ne!(code, Some(0));
+  assert!(
+    out.contains("cloudflare:ai") && out.contains("not supported"),
+    "{out}"
+  );
+}

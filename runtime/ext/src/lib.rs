@@ -10,7 +10,6 @@ mod actor;
 mod alarm;
 mod body;
 mod cell;
-pub mod egress;
 mod http;
 mod id;
 mod replica;
@@ -22,6 +21,8 @@ pub mod ws;
 pub use actor::{Namespace, Router};
 pub use body::ReplyStream;
 pub use cell::{Cells, SyncBatch, SyncFailure};
+/// The egress policy lives in its own crate (`connect()` needs it too).
+pub use cellhost_egress as egress;
 pub use http::{
   ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody,
   RpcJob, RpcReply,
@@ -30,7 +31,7 @@ pub use wake::Wake;
 
 deno_core::extension!(
   cellhost,
-  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html],
+  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets],
   ops = [
     http::op_cellhost_next,
     http::op_cellhost_respond_text,
@@ -92,6 +93,7 @@ deno_core::extension!(
     "40_cell.js",
     "45_hibernation.js",
     "20_workers_module.js",
+    "21_email.js",
     "50_websocket.js",
     "99_main.js",
   ],

@@ -16,6 +16,7 @@ pub fn for_snapshot() -> Vec<Extension> {
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
+    cellhost_sockets::cellhost_sockets::init(),
     crate::cellhost::init(),
   ]
 }
@@ -30,6 +31,7 @@ pub fn for_runtime() -> Vec<Extension> {
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
+    cellhost_sockets::cellhost_sockets::init(),
     crate::cellhost::init(),
   ]
 }

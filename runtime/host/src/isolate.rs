@@ -370,27 +370,29 @@ unsafe extern "C" fn wasm_follows_eval(
 /// runs, and returns the dispatch hooks (`prepare`, `boot`). A Worker sees the Workers global
 /// scope and nothing else: not deno_core's `Deno` (its ops would reach the
 /// host), not `__bootstrap`, not the hooks the snapshot left for the host.
-/// `cloudflare:workers` is evaluated first, while its hook is still there;
-/// later imports of it come from the module map.
+/// The `cloudflare:*` modules are evaluated first, while their hook is
+/// still there; later imports of them come from the module map.
 type Hook = v8::Global<v8::Function>;
 
 async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
-  let workers = ModuleSpecifier::parse(crate::loader::WORKERS_SPECIFIER).expect("valid");
-  let id = js
-    .load_side_es_module(&workers)
-    .await
-    .map_err(|e| e.to_string())?;
-  let eval = js.mod_evaluate(id);
-  js.with_event_loop_future(eval, PollEventLoopOptions::default())
-    .await
-    .map_err(|e| e.to_string())?;
+  for (name, _) in crate::loader::BUILTINS {
+    let url = ModuleSpecifier::parse(name).expect("valid");
+    let id = js
+      .load_side_es_module(&url)
+      .await
+      .map_err(|e| e.to_string())?;
+    let eval = js.mod_evaluate(id);
+    js.with_event_loop_future(eval, PollEventLoopOptions::default())
+      .await
+      .map_err(|e| e.to_string())?;
+  }
   let f = js
     .execute_script(
       "[cellhost:seal]",
       r#"(() => {
         const boot = globalThis[Symbol.for("cellhost.boot")];
         delete globalThis[Symbol.for("cellhost.boot")];
-        delete globalThis[Symbol.for("cellhost.workers")];
+        delete globalThis[Symbol.for("cellhost.modules")];
         delete globalThis.Deno;
         delete globalThis.__bootstrap;
         return boot;

@@ -25,20 +25,28 @@ use deno_core::{
 };
 use deno_error::JsErrorBox;
 
-/// `cloudflare:workers` re-exports the classes the snapshot defined. The host
-/// evaluates it once, before the Worker's code and before it takes the hook
-/// off the global object (see `isolate::seal`); every later import of it is
-/// answered from the module map.
-const WORKERS_MODULE: &str = r#"
-const m = globalThis[Symbol.for("cellhost.workers")];
-export const {
-  DurableObject, WorkerEntrypoint, RpcTarget, WorkflowEntrypoint, env, waitUntil,
-  RpcStub, RpcPromise, RpcProperty, ServiceStub, abortIsolate, withEnv, withExports,
-  withEnvAndExports, exports, cache, tracing, restore,
-} = m;
-"#;
+/// The `cloudflare:*` modules and the names each exports. Each re-exports
+/// what the snapshot left under `globalThis[Symbol.for("cellhost.modules")]`
+/// (js/99_main.js). The host evaluates them once, before the Worker's code
+/// and before it takes the hook off the global object (see
+/// `isolate::seal`); every later import is answered from the module map.
+pub const BUILTINS: &[(&str, &str)] = &[
+  (
+    "cloudflare:workers",
+    "DurableObject, WorkerEntrypoint, RpcTarget, WorkflowEntrypoint, env, waitUntil, \
+     RpcStub, RpcPromise, RpcProperty, ServiceStub, abortIsolate, withEnv, withExports, \
+     withEnvAndExports, exports, cache, tracing, restore",
+  ),
+  ("cloudflare:sockets", "connect"),
+  ("cloudflare:email", "EmailMessage"),
+];
 
-pub const WORKERS_SPECIFIER: &str = "cloudflare:workers";
+fn builtin_source(specifier: &str) -> Option<String> {
+  let (name, exports) = BUILTINS.iter().find(|(n, _)| *n == specifier)?;
+  Some(format!(
+    "const m = globalThis[Symbol.for(\"cellhost.modules\")][{name:?}];\nexport const {{ {exports} }} = m;\n"
+  ))
+}
 
 pub struct Loader {
   /// The Worker's base directory, canonical: every module lives under it,
@@ -167,7 +175,7 @@ impl ModuleLoader for Loader {
         "Cannot import \"{specifier}\": Node.js built-in modules (node:{name}) are not supported by cellhost yet"
       )));
     }
-    if specifier == WORKERS_SPECIFIER {
+    if BUILTINS.iter().any(|(n, _)| *n == specifier) {
       return ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err);
     }
     if specifier.starts_with("cloudflare:") {
@@ -237,8 +245,8 @@ impl Loader {
         None,
       )
     };
-    if specifier.as_str() == WORKERS_SPECIFIER {
-      return Ok(js(WORKERS_MODULE.to_string()));
+    if let Some(code) = builtin_source(specifier.as_str()) {
+      return Ok(js(code));
     }
     if let Some(code) = refused_source(specifier) {
       return Ok(js(code));
