@@ -33,6 +33,7 @@ import { kOwner } from "ext:cellhost/01_keys.js";
 import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
 import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
+import * as cacheApi from "ext:cellhost_cache/cache.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -182,7 +183,9 @@ ObjectDefineProperties(globalThis, {
   FixedLengthStream: core.propNonEnumerable(workersGlobals.FixedLengthStream),
   navigator: core.propGetterOnly(() => navigator),
   self: core.propGetterOnly(() => globalThis),
-  caches: missing("caches", "the Cache API"),
+  caches: core.propGetterOnly(() => cacheApi.caches),
+  Cache: core.propNonEnumerable(cacheApi.Cache),
+  CacheStorage: core.propNonEnumerable(cacheApi.CacheStorage),
   HTMLRewriter: core.propNonEnumerable(HTMLRewriter),
   EventSource: missing("EventSource", "server-sent events client"),
 });

@@ -17,6 +17,7 @@ pub fn for_snapshot() -> Vec<Extension> {
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
     cellhost_sockets::cellhost_sockets::init(),
+    cellhost_cache::cellhost_cache::init(),
     crate::cellhost::init(),
   ]
 }
@@ -32,6 +33,7 @@ pub fn for_runtime() -> Vec<Extension> {
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
     cellhost_sockets::cellhost_sockets::init(),
+    cellhost_cache::cellhost_cache::init(),
     crate::cellhost::init(),
   ]
 }

@@ -192,6 +192,7 @@ async fn boot(
     state.put(inbox.clone());
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
+    state.put(cellhost_cache::CacheStore::for_dir(&spec.data_dir));
     if let Some(wake) = wake {
       state.put(wake.clone());
     }
