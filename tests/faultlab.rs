@@ -277,6 +277,7 @@ impl Lab {
       stop_clients: AtomicBool::new(false),
       stop_poller: AtomicBool::new(false),
       leases: Mutex::new(vec![BTreeSet::new(); cfg.nodes]),
+      lease_seen: Mutex::new(vec![Default::default(); cfg.nodes]),
       poll_gap_max_ms: AtomicU64::new(0),
       poison_permille: cfg.poison_permille,
       names: names.clone(),
@@ -400,18 +401,26 @@ impl Lab {
         }
         // Nobody else writes a node's lease record here, so a fence is
         // only right once the deadline of the newest record it wrote has
-        // passed. (Its exit is noticed late, never early.)
-        let newest = self.shared.leases.lock().unwrap()[i].last().copied();
-        let now = now_us() / 1000;
+        // passed — counting only records that were in the store (seen by
+        // the poller) at least the slack before the fence. A renewal that
+        // landed later (held by a partition, or still in flight at the
+        // deadline) could not have been known to the node. The fence time
+        // is the SELF-FENCE line's; the exit is noticed late.
+        let fence_ms = fence_time_ms(&log).unwrap_or(now_us() / 1000);
+        let newest = self.shared.lease_seen.lock().unwrap()[i]
+          .iter()
+          .filter(|&(_, &seen)| seen + FENCE_SLACK_MS <= fence_ms)
+          .map(|(&e, _)| e)
+          .max();
         if let Some(expires) = newest
-          && now + FENCE_SLACK_MS < expires.saturating_sub(MARGIN_MS)
+          && fence_ms + FENCE_SLACK_MS < expires.saturating_sub(MARGIN_MS)
         {
           self.fenced_with_valid_lease += 1;
           self.violations.push(format!(
             "node {} (incarnation {}) fenced with a valid lease, {} ms before its deadline; log tail:\n{}",
             slot.name,
             slot.incarnation,
-            expires - MARGIN_MS - now,
+            expires - MARGIN_MS - fence_ms,
             tail(&log, 12)
           ));
         }
@@ -654,6 +663,42 @@ impl Lab {
     }
     out
   }
+}
+
+/// When a node logged its SELF-FENCE line (UTC, ms since the epoch), read
+/// from the log's RFC 3339 timestamp (`2026-12-01T21:43:56.054309Z`).
+fn fence_time_ms(log: &str) -> Option<u64> {
+  log
+    .lines()
+    .filter(|l| l.contains("SELF-FENCE:"))
+    .find_map(line_time_ms)
+}
+
+fn line_time_ms(line: &str) -> Option<u64> {
+  // The first `YYYY-MM-DDT` (log lines may start with colour escapes).
+  let at = (0..line.len()).find(|&i| {
+    let b = line.as_bytes();
+    b.len() > i + 10 && b[i].is_ascii_digit() && b[i + 4] == b'-' && b[i + 10] == b'T'
+  })?;
+  let ts = line.get(at..at + 23)?; // YYYY-MM-DDTHH:MM:SS.mmm
+  let num = |r: std::ops::Range<usize>| ts.get(r)?.parse::<i64>().ok();
+  let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+  let (h, mi, s, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+  // Days from the civil date (Howard Hinnant's algorithm).
+  let y = if mo <= 2 { y - 1 } else { y };
+  let era = y.div_euclid(400);
+  let yoe = y - era * 400;
+  let doy = (153 * ((mo + 9) % 12) + 2) / 5 + d - 1;
+  let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  let days = era * 146_097 + doe - 719_468;
+  u64::try_from(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms).ok()
+}
+
+#[test]
+fn fence_times_are_read_from_the_log() {
+  let log = "x\n\u{1b}[2m2026-12-01T21:43:56.054309Z\u{1b}[0m ERROR SELF-FENCE: node_lease_watchdog_fence\n";
+  assert_eq!(fence_time_ms(log), Some(1_796_161_436_054));
+  assert_eq!(fence_time_ms("SELF-FENCE: no time\n"), None);
 }
 
 fn tail(log: &str, n: usize) -> String {

@@ -40,6 +40,8 @@ pub(crate) struct Shared {
   pub(crate) stop_clients: AtomicBool,
   pub(crate) stop_poller: AtomicBool,
   pub(crate) leases: Mutex<Vec<BTreeSet<u64>>>,
+  /// When the poller first saw each lease record (expiry → ms), per node.
+  pub(crate) lease_seen: Mutex<Vec<std::collections::BTreeMap<u64, u64>>>,
   pub(crate) poll_gap_max_ms: AtomicU64,
   pub(crate) poison_permille: u64,
 }
@@ -174,6 +176,10 @@ pub(crate) fn lease_poller(shared: Arc<Shared>, reader: LeaseReader, every_ms: u
     for (i, name) in shared.names.iter().enumerate() {
       if let Some(e) = reader.expires_ms(&rt, name) {
         shared.leases.lock().unwrap()[i].insert(e);
+        let seen = now_us() / 1000;
+        shared.lease_seen.lock().unwrap()[i]
+          .entry(e)
+          .or_insert(seen);
       }
     }
     let gap = last.elapsed().as_millis() as u64;
