@@ -54,6 +54,31 @@ export default {
           await s.close();
           return "open";
         }).then((t) => new Response(t));
+      case "/connect-budget": {
+        const out = [];
+        for (let i = 0; i < 4; i++) {
+          out.push(await attempt(async () => {
+            const s = connect(url.searchParams.get("to"));
+            await s.opened;
+            await s.close();
+            return "open";
+          }));
+        }
+        return new Response(out.join("\n"));
+      }
+      case "/connect-slots": {
+        // Eight sockets at once: six open, the rest wait for a slot.
+        const socks = Array.from({ length: 8 }, () => connect(url.searchParams.get("to")));
+        let opened = 0;
+        for (const s of socks) s.opened.then(() => opened++);
+        await new Promise((r) => setTimeout(r, 300));
+        const first = opened;
+        await Promise.all(socks.slice(0, 2).map((s) => s.close()));
+        await new Promise((r) => setTimeout(r, 300));
+        const then = opened;
+        await Promise.all(socks.map((s) => s.close()));
+        return new Response(`${first} then ${then}`);
+      }
       case "/ws":
         return attempt(() => new Promise((resolve, reject) => {
           const ws = new WebSocket(url.searchParams.get("to"));
@@ -139,12 +164,18 @@ fn request_and_response_sizes_are_bounded() {
 
 #[test]
 fn an_event_has_a_subrequest_budget() {
-  let (ch, _) = start("subrequests", &["--max-subrequests", "3"]);
+  let (ch, up) = start("subrequests", &["--max-subrequests", "3"]);
   let r = get(ch.addr, "/subrequests?n=3");
   assert_eq!(
     r.text(),
     "ok 200\nok 200\nok 200\nError: Too many subrequests.",
     "the fourth, in a later task, is over the budget"
+  );
+  // connect() spends from the same budget.
+  let r = get(ch.addr, &format!("/connect-budget?to={up}"));
+  assert_eq!(
+    r.text(),
+    "ok open\nok open\nok open\nError: Too many subrequests."
   );
   // Each request has its own budget.
   let r = get(ch.addr, "/subrequests?n=2");
@@ -214,6 +245,11 @@ fn egress_policy_none_and_public() {
     "ok 200"
   );
   assert_eq!(get(ch.addr, &format!("/connect?to={up}")).text(), "ok open");
+  // Sockets hold one of the event's six connection slots until they close.
+  assert_eq!(
+    get(ch.addr, &format!("/connect-slots?to={up}")).text(),
+    "6 then 8"
+  );
 }
 
 /// A loopback server that holds each request 100 ms and records how many

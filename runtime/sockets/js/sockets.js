@@ -249,6 +249,16 @@ function hostOf(address) {
   return host;
 }
 
+// The host's limits on outbound connections (set by the cellhost glue):
+// `gate(open)` spends a subrequest of the current event (throwing past the
+// budget) and runs `open` once the event has a free connection slot, held
+// until the promise `open` returns settles (the socket's close).
+let gate = (open) => open();
+
+export function setConnectionGate(g) {
+  gate = g;
+}
+
 export function connect(address, options) {
   const { hostname, port } = parseAddress(address);
   const secure = options?.secureTransport === undefined ? "off" : String(options.secureTransport);
@@ -256,12 +266,26 @@ export function connect(address, options) {
     throw new TypeError(`Unsupported value in secureTransport socket option: ${secure}`);
   }
   const allowHalfOpen = options?.allowHalfOpen === true;
-  let rid = op_socket_connect(hostname, port);
-  rid = PromisePrototypeThen(rid, undefined, (e) => {
-    throw ObjectPrototypeIsPrototypeOf(Error.prototype, e) && StringPrototypeIncludes(e.message, "egress policy")
-      ? new Error(e.message)
-      : new Error(FAILED);
-  });
+  const opened = deferred();
+  let socket;
+  PromisePrototypeThen(
+    gate(async () => {
+      try {
+        opened.resolve(await op_socket_connect(hostname, port));
+      } catch (e) {
+        opened.reject(
+          ObjectPrototypeIsPrototypeOf(Error.prototype, e) && StringPrototypeIncludes(e.message, "egress policy")
+            ? new Error(e.message)
+            : new Error(FAILED),
+        );
+        return;
+      }
+      await PromisePrototypeThen(socket.closed, undefined, () => {});
+    }),
+    undefined,
+    () => {},
+  );
+  let rid = opened.promise;
   if (secure === "on") {
     rid = PromisePrototypeThen(
       rid,
@@ -269,5 +293,6 @@ export function connect(address, options) {
     );
   }
   const shown = StringPrototypeIncludes(hostname, ":") ? `[${hostname}]:${port}` : `${hostname}:${port}`;
-  return new Socket(kCreate, rid, shown, secure, allowHalfOpen);
+  socket = new Socket(kCreate, rid, shown, secure, allowHalfOpen);
+  return socket;
 }
