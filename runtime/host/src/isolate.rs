@@ -243,10 +243,7 @@ async fn boot(
         .load_main_es_module(&url)
         .await
         .map_err(|e| e.to_string())?;
-      let eval = js.mod_evaluate(id);
-      js.with_event_loop_future(eval, PollEventLoopOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
+      evaluate(&mut js, id).await?;
       Some(js.get_module_namespace(id).map_err(|e| e.to_string())?)
     }
     Format::ServiceWorker => {
@@ -375,6 +372,15 @@ unsafe extern "C" fn wasm_follows_eval(
 /// still there; later imports of them come from the module map.
 type Hook = v8::Global<v8::Function>;
 
+/// Evaluates a loaded module, running the event loop until its top level
+/// (and any top-level await) is done.
+async fn evaluate(js: &mut JsRuntime, id: deno_core::ModuleId) -> Result<(), String> {
+  let eval = js.mod_evaluate(id);
+  js.with_event_loop_future(eval, PollEventLoopOptions::default())
+    .await
+    .map_err(|e| e.to_string())
+}
+
 async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
   for (name, _) in crate::loader::BUILTINS {
     let url = ModuleSpecifier::parse(name).expect("valid");
@@ -382,10 +388,7 @@ async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
       .load_side_es_module(&url)
       .await
       .map_err(|e| e.to_string())?;
-    let eval = js.mod_evaluate(id);
-    js.with_event_loop_future(eval, PollEventLoopOptions::default())
-      .await
-      .map_err(|e| e.to_string())?;
+    evaluate(js, id).await?;
   }
   let f = js
     .execute_script(

@@ -102,38 +102,6 @@ class Element {
     this[kLink].call("removeAttribute", String(name));
     return this;
   }
-  before(content, options) {
-    this[kLink].call("before", ...contentArgs(content, options));
-    return this;
-  }
-  after(content, options) {
-    this[kLink].call("after", ...contentArgs(content, options));
-    return this;
-  }
-  prepend(content, options) {
-    this[kLink].call("prepend", ...contentArgs(content, options));
-    return this;
-  }
-  append(content, options) {
-    this[kLink].call("append", ...contentArgs(content, options));
-    return this;
-  }
-  replace(content, options) {
-    this[kLink].call("replace", ...contentArgs(content, options));
-    return this;
-  }
-  setInnerContent(content, options) {
-    this[kLink].call("setInnerContent", ...contentArgs(content, options));
-    return this;
-  }
-  remove() {
-    this[kLink].call("remove");
-    return this;
-  }
-  removeAndKeepContent() {
-    this[kLink].call("removeAndKeepContent");
-    return this;
-  }
   onEndTag(handler) {
     if (typeof handler !== "function") {
       throw new TypeError("Failed to execute 'onEndTag' on 'Element': parameter 1 is not of type 'Function'.");
@@ -156,18 +124,6 @@ class EndTag {
   set name(name) {
     this[kLink].call("setName", String(name));
   }
-  before(content, options) {
-    this[kLink].call("before", ...contentArgs(content, options));
-    return this;
-  }
-  after(content, options) {
-    this[kLink].call("after", ...contentArgs(content, options));
-    return this;
-  }
-  remove() {
-    this[kLink].call("remove");
-    return this;
-  }
 }
 
 class Text {
@@ -178,22 +134,6 @@ class Text {
   }
   get removed() {
     return this[kLink].call("removed");
-  }
-  before(content, options) {
-    this[kLink].call("before", ...contentArgs(content, options));
-    return this;
-  }
-  after(content, options) {
-    this[kLink].call("after", ...contentArgs(content, options));
-    return this;
-  }
-  replace(content, options) {
-    this[kLink].call("replace", ...contentArgs(content, options));
-    return this;
-  }
-  remove() {
-    this[kLink].call("remove");
-    return this;
   }
 }
 
@@ -210,22 +150,6 @@ class Comment {
   get removed() {
     return this[kLink].call("removed");
   }
-  before(content, options) {
-    this[kLink].call("before", ...contentArgs(content, options));
-    return this;
-  }
-  after(content, options) {
-    this[kLink].call("after", ...contentArgs(content, options));
-    return this;
-  }
-  replace(content, options) {
-    this[kLink].call("replace", ...contentArgs(content, options));
-    return this;
-  }
-  remove() {
-    this[kLink].call("remove");
-    return this;
-  }
 }
 
 class Doctype {
@@ -238,21 +162,50 @@ class Doctype {
   get removed() {
     return this[kLink].call("removed");
   }
-  remove() {
-    this[kLink].call("remove");
-    return this;
-  }
 }
 
 class DocumentEnd {
   constructor(link) {
     this[kLink] = link;
   }
-  append(content, options) {
-    this[kLink].call("append", ...contentArgs(content, options));
-    return this;
+}
+
+// The methods tokens share: each is a call on the rewriter thread that
+// answers the token itself. Content ones take `(content, { html })`.
+// Defined as class methods are (named, not enumerable).
+function share(C, content, plain) {
+  const define = (m, methods) =>
+    primordials.ObjectDefineProperty(C.prototype, m, {
+      value: methods[m],
+      writable: true,
+      configurable: true,
+    });
+  for (const m of content) {
+    define(m, {
+      [m](c, options) {
+        this[kLink].call(m, ...contentArgs(c, options));
+        return this;
+      },
+    });
+  }
+  for (const m of plain) {
+    define(m, {
+      [m]() {
+        this[kLink].call(m);
+        return this;
+      },
+    });
   }
 }
+share(Element, ["before", "after", "prepend", "append", "replace", "setInnerContent"], [
+  "remove",
+  "removeAndKeepContent",
+]);
+share(EndTag, ["before", "after"], ["remove"]);
+share(Text, ["before", "after", "replace"], ["remove"]);
+share(Comment, ["before", "after", "replace"], ["remove"]);
+share(Doctype, [], ["remove"]);
+share(DocumentEnd, ["append"], []);
 
 for (const C of [Element, EndTag, Text, Comment, Doctype, DocumentEnd]) {
   primordials.ObjectDefineProperty(C.prototype, SymbolToStringTag, {

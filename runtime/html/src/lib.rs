@@ -328,6 +328,33 @@ fn parse_selector(sel: &str) -> Result<Selector, JsErrorBox> {
     .map_err(|e| JsErrorBox::type_error(format!("Parser error: {e}")))
 }
 
+/// The comment handler of selector (or document handler) `group`.
+fn on_comments(
+  link: &Rc<Link>,
+  group: usize,
+  doc: bool,
+) -> impl FnMut(&mut Comment<'_>) -> HandlerResult + 'static {
+  let l = link.clone();
+  move |c: &mut Comment<'_>| {
+    let info = json!({ "group": group, "doc": doc });
+    l.handle("comments", info, |m, a| apply_comment(c, m, a))
+  }
+}
+
+/// The text handler of selector (or document handler) `group`.
+fn on_text(
+  link: &Rc<Link>,
+  group: usize,
+  doc: bool,
+) -> impl FnMut(&mut TextChunk<'_>) -> HandlerResult + 'static {
+  let l = link.clone();
+  move |t: &mut TextChunk<'_>| {
+    let info =
+      json!({ "group": group, "doc": doc, "text": t.as_str(), "last": t.last_in_text_node() });
+    l.handle("text", info, |m, a| apply_text(t, m, a))
+  }
+}
+
 /// The rewriter thread: builds the handlers, then feeds lol_html the chunks
 /// the isolate sends until the end (or until the isolate lets go).
 fn run(spec: Spec, link: Rc<Link>) {
@@ -346,18 +373,10 @@ fn run(spec: Spec, link: Rc<Link>) {
       });
     }
     if comments {
-      let l = link.clone();
-      h = h.comments(move |c: &mut Comment<'_>| {
-        let info = json!({ "group": group });
-        l.handle("comments", info, |m, a| apply_comment(c, m, a))
-      });
+      h = h.comments(on_comments(&link, group, false));
     }
     if text {
-      let l = link.clone();
-      h = h.text(move |t: &mut TextChunk<'_>| {
-        let info = json!({ "group": group, "text": t.as_str(), "last": t.last_in_text_node() });
-        l.handle("text", info, |m, a| apply_text(t, m, a))
-      });
+      h = h.text(on_text(&link, group, false));
     }
     settings = settings.append_element_content_handler((Cow::Owned(selector), h));
   }
@@ -374,20 +393,10 @@ fn run(spec: Spec, link: Rc<Link>) {
       });
     }
     if comments {
-      let l = link.clone();
-      h = h.comments(move |c: &mut Comment<'_>| {
-        let info = json!({ "group": group, "doc": true });
-        l.handle("comments", info, |m, a| apply_comment(c, m, a))
-      });
+      h = h.comments(on_comments(&link, group, true));
     }
     if text {
-      let l = link.clone();
-      h = h.text(move |t: &mut TextChunk<'_>| {
-        let info = json!({
-          "group": group, "doc": true, "text": t.as_str(), "last": t.last_in_text_node(),
-        });
-        l.handle("text", info, |m, a| apply_text(t, m, a))
-      });
+      h = h.text(on_text(&link, group, true));
     }
     if end {
       let l = link.clone();
@@ -486,15 +495,13 @@ fn op_html_check(#[string] spec: &str) -> Result<(), JsErrorBox> {
 #[op2(fast)]
 #[smi]
 fn op_html_start(state: &mut OpState, #[string] spec: &str) -> Result<ResourceId, JsErrorBox> {
-  let spec_text = spec.to_string();
-  parse_spec(&spec_text)?; // errors surface here, not on the thread
+  let spec = parse_spec(spec)?; // errors surface here, not on the thread
   let (to_thread, inbox) = mpsc::channel();
   let (answer_tx, answers) = mpsc::channel();
   let (event_tx, events) = unbounded_channel();
   std::thread::Builder::new()
     .name("html-rewriter".into())
     .spawn(move || {
-      let spec = parse_spec(&spec_text).expect("checked above");
       let link = Rc::new(Link {
         events: event_tx,
         inbox,
