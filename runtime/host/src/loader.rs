@@ -1,7 +1,7 @@
 //! Module loading for a Worker bundle. A Worker sees its own module set and
 //! nothing else: relative imports of files inside the Worker's directory
 //! (resolved once at start, symlinks included), and the built-in
-//! `cloudflare:workers` module. Anything else — another `file:` URL, a `..`
+//! `cloudflare:*` modules (`BUILTINS`). Anything else — another `file:` URL, a `..`
 //! or symlink escape, `ext:`, `data:`, `http:` — is refused with workerd's
 //! `No such module` error, without reading the file.
 //!
