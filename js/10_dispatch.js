@@ -2,7 +2,7 @@
 // builds Fetch API Requests, calls the Worker's handler and hands the
 // Response back to Rust (fast paths for static bodies, a stream resource
 // otherwise).
-import { core, primordials } from "ext:core/mod.js";
+import { core, internals, primordials } from "ext:core/mod.js";
 import { setModuleEnv, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
@@ -117,6 +117,13 @@ export function prepare(configJson) {
     config.env[config.durableObjects[i].binding] = makeNamespace(i);
   }
   setModuleEnv(config.env);
+  // nodejs_compat's process.env: the text bindings (workerd leaves out the
+  // others), when the compatibility flags populate it.
+  if (internals.cellhostPopulateEnv) {
+    for (const k in config.env) {
+      if (typeof config.env[k] === "string") internals.cellhostNodeEnv.set(k, config.env[k]);
+    }
+  }
 }
 
 // Called once by the host after the main module evaluated. `ns` is the module

@@ -63,5 +63,61 @@ export const withExports = unsupported("withExports()");
 export const withEnvAndExports = unsupported("withEnvAndExports()");
 export const exports = unsupportedObject("exports");
 export const cache = unsupportedObject("cache");
-export const tracing = unsupportedObject("tracing");
+// workerd's `tracing` with no trace sink attached (as under `workerd serve`
+// and `wrangler dev`): spans are never traced, the callbacks run as given.
+// Libraries detect it by its methods (agents does), so it must not throw.
+const kSpan = Symbol("span");
+class Span {
+  constructor(key) {
+    if (key !== kSpan) throw new TypeError("Illegal constructor");
+  }
+  get isTraced() {
+    return false;
+  }
+  get [Symbol.toStringTag]() {
+    return "Span";
+  }
+  spanContext() {
+    return null;
+  }
+  setAttribute() {}
+  setAttributes() {}
+  recordException() {}
+  updateName() {}
+  setStatus() {}
+  end() {}
+}
+const untraced = new Span(kSpan);
+function callback(fn, method) {
+  if (typeof fn !== "function") {
+    throw new TypeError(
+      `Failed to execute '${method}' on 'Tracing': parameter 2 is not of type 'Function'.`,
+    );
+  }
+  return fn;
+}
+class Tracing {
+  get [Symbol.toStringTag]() {
+    return "Tracing";
+  }
+  get Span() {
+    return Span;
+  }
+  startActiveSpan(_name, fn, ...args) {
+    return callback(fn, "startActiveSpan")(untraced, ...args);
+  }
+  enterSpan(_name, fn, ...args) {
+    return callback(fn, "enterSpan")(untraced, ...args);
+  }
+  startSpan(_name) {
+    return new Span(kSpan);
+  }
+  getActiveSpan() {
+    return untraced;
+  }
+  withActiveSpan(_span, fn, ...args) {
+    return callback(fn, "withActiveSpan")(...args);
+  }
+}
+export const tracing = new Tracing();
 export const restore = Symbol("restore");

@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -24,46 +22,6 @@ fn app_copy(tag: &str) -> std::path::PathBuf {
     std::fs::copy(src.join(f), d.join(f)).unwrap();
   }
   d
-}
-
-/// `wrangler dev` on `dir`, killed (with its workerd) when dropped.
-struct WranglerDev(std::process::Child);
-
-impl Drop for WranglerDev {
-  fn drop(&mut self) {
-    // SAFETY: kill(2) on the process group this test started.
-    unsafe {
-      libc::kill(-(self.0.id() as i32), libc::SIGKILL);
-    }
-    let _ = self.0.wait();
-  }
-}
-
-fn wrangler_dev(dir: &std::path::Path) -> (WranglerDev, std::net::SocketAddr) {
-  let wrangler = repo_root().join("tests/node_modules/.bin/wrangler");
-  assert!(
-    wrangler.exists(),
-    "wrangler is not installed: run `npm ci --prefix tests`"
-  );
-  let port = free_port();
-  let child = Command::new(&wrangler)
-    .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
-    .current_dir(dir)
-    .env("WRANGLER_SEND_METRICS", "false")
-    .env("CI", "true")
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .process_group(0)
-    .spawn()
-    .expect("starting wrangler dev");
-  let dev = WranglerDev(child);
-  let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-  assert!(
-    wait_port(addr, Duration::from_secs(60)),
-    "wrangler dev did not listen on {addr}"
-  );
-  (dev, addr)
 }
 
 /// The scenario's answer, retried while wrangler dev finishes starting.
@@ -87,7 +45,7 @@ fn scenario(addr: std::net::SocketAddr) -> serde_json::Value {
 #[test]
 fn cache_api_answers_as_wrangler_dev() {
   let dir = app_copy("wrangler");
-  let (dev, addr) = wrangler_dev(&dir);
+  let (dev, addr) = wrangler_dev(&dir, &[]);
   let expected = scenario(addr);
   drop(dev);
   let ours_dir = app_copy("cellhost");

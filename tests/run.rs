@@ -81,7 +81,7 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
     &d,
     "wrangler.toml",
     &format!(
-      "{base}compatibility_flags = [\"nodejs_als\", \"made_up_flag\"]\n\
+      "{base}compatibility_flags = [\"fetcher_has_get_put_delete\", \"made_up_flag\"]\n\
        workers_dev = true\nmade_up_key = 1\n[observability]\nenabled = true\n"
     ),
   );
@@ -93,8 +93,7 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
     "`observability` is ignored",
     "unknown key `made_up_key`",
     "unknown compatibility flag `made_up_flag`",
-    "`nodejs_als`: node:async_hooks (AsyncLocalStorage) not supported",
-    "compatibility date 2026-11-01 turns on `nodejs_compat`",
+    "`fetcher_has_get_put_delete`: get/put/delete on service bindings not supported",
   ] {
     assert!(log.contains(key), "{key}: {log}");
   }

@@ -1,7 +1,9 @@
 //! Builds the startup snapshot: Deno's Web-platform extensions plus the
 //! cellhost glue in js/, evaluated once here so each isolate starts from it.
-//! Extension sources are not embedded by deno_core any more, so the few lazy
-//! files the snapshot did not evaluate are embedded as a residual table.
+//! Extension sources are not embedded by deno_core any more, so the lazy
+//! files the snapshot did not evaluate (deno_node's polyfills among them) are
+//! embedded as a residual table, prepared as the snapshot would have seen
+//! them (`cellhost_node::transpile`).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -35,7 +37,7 @@ fn main() {
       startup_snapshot: None,
       skip_op_registration: false,
       extensions,
-      extension_transpiler: None,
+      extension_transpiler: Some(std::rc::Rc::new(cellhost_node::transpile::transpile)),
       with_runtime_cb: None,
     },
     None,
@@ -48,12 +50,26 @@ fn main() {
 
   lazy.sort();
   let consumed: HashSet<_> = output.consumed_lazy_specifiers.iter().cloned().collect();
+  // Residual sources are embedded as the snapshot would have seen them:
+  // TypeScript transpiled, polyfills given their private `Deno`.
+  let prepared = out.join("residual");
+  std::fs::create_dir_all(&prepared).unwrap();
   let mut js = String::from("pub static RESIDUAL_JS: &[(&str, &str)] = &[\n");
   let mut esm = String::from("pub static RESIDUAL_ESM: &[(&str, &str)] = &[\n");
-  for (spec, path, is_js) in lazy {
+  for (n, (spec, path, is_js)) in lazy.into_iter().enumerate() {
     if consumed.contains(&spec) {
       continue;
     }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let code = cellhost_node::transpile::prepare(&spec, &text)
+      .unwrap_or_else(|e| panic!("preparing {spec}: {e}"));
+    let path = if code == text {
+      PathBuf::from(path)
+    } else {
+      let file = prepared.join(format!("{n}.js"));
+      std::fs::write(&file, code).unwrap();
+      file
+    };
     let line = format!("  ({spec:?}, include_str!({path:?})),\n");
     if is_js {
       js.push_str(&line)

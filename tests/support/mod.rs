@@ -129,8 +129,8 @@ pub fn cellhost_fails(path: &Path) -> (Option<i32>, String) {
     .arg(dir.join(".data"))
     .output()
     .unwrap();
-  let text =
-    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+  let text = String::from_utf8_lossy(&out.stdout).to_string()
+    + String::from_utf8_lossy(&out.stderr).as_ref();
   (out.status.code(), text)
 }
 
@@ -327,3 +327,46 @@ pub fn project(name: &str, worker: &str, extra_toml: &str) -> PathBuf {
 #[allow(dead_code)]
 pub const OBJ_BINDING: &str = "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n\
   [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n";
+
+/// `wrangler dev` (tests/node_modules) serving the project in `dir`, with
+/// `extra` arguments; killed with its workerd when dropped.
+pub struct WranglerDev(Child);
+
+impl Drop for WranglerDev {
+  fn drop(&mut self) {
+    // SAFETY: kill(2) on the process group this test started.
+    unsafe {
+      libc::kill(-(self.0.id() as i32), libc::SIGKILL);
+    }
+    let _ = self.0.wait();
+  }
+}
+
+pub fn wrangler_dev(dir: &Path, extra: &[&str]) -> (WranglerDev, SocketAddr) {
+  use std::os::unix::process::CommandExt;
+  let wrangler = repo_root().join("tests/node_modules/.bin/wrangler");
+  assert!(
+    wrangler.exists(),
+    "wrangler is not installed: run `npm ci --prefix tests`"
+  );
+  let port = free_port();
+  let child = Command::new(&wrangler)
+    .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string()])
+    .args(extra)
+    .current_dir(dir)
+    .env("WRANGLER_SEND_METRICS", "false")
+    .env("CI", "true")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .process_group(0)
+    .spawn()
+    .expect("starting wrangler dev");
+  let dev = WranglerDev(child);
+  let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+  assert!(
+    wait_port(addr, Duration::from_secs(60)),
+    "wrangler dev did not listen on {addr}"
+  );
+  (dev, addr)
+}

@@ -209,6 +209,8 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.eval_during_startup =
     eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   worker.spec.rules = rules;
+  worker.spec.node =
+    crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   if let Some(base) = &cfg.base_dir {
     let base = dir.join(base);
     let base =
@@ -276,6 +278,7 @@ fn spec(
       eval_during_startup: true,
       rules: Default::default(),
       base_dir: None,
+      node: Default::default(),
     },
   })
 }

@@ -22,25 +22,18 @@ const FLAGS: &[(&str, Option<&str>, Support)] = &[
     Support::Honoured,
   ),
   ("disallow_eval_during_startup", None, Support::Honoured),
-  (
-    "nodejs_compat",
-    Some("2026-08-04"),
-    Support::Missing("Node.js built-in modules (node:*) and globals (Buffer, process)"),
-  ),
-  (
-    "nodejs_compat_v2",
-    Some("2026-08-04"),
-    Support::Missing("Node.js built-in modules (node:*) and globals (Buffer, process)"),
-  ),
-  (
-    "nodejs_als",
-    None,
-    Support::Missing("node:async_hooks (AsyncLocalStorage)"),
-  ),
+  ("nodejs_compat", Some("2026-08-04"), Support::Honoured),
+  ("nodejs_compat_v2", Some("2026-08-04"), Support::Honoured),
+  ("nodejs_als", None, Support::Honoured),
   (
     "nodejs_compat_populate_process_env",
+    Some("2025-04-01"),
+    Support::Honoured,
+  ),
+  (
+    "nodejs_compat_do_not_populate_process_env",
     None,
-    Support::Missing("process.env"),
+    Support::Honoured,
   ),
   ("no_nodejs_compat", None, Support::Always),
   ("no_nodejs_compat_v2", None, Support::Always),
@@ -92,5 +85,68 @@ pub fn check(file: &std::path::Path, date: Option<&str>, named: &[String]) {
         file.display()
       );
     }
+  }
+}
+
+/// Node.js compatibility: `nodejs_compat` (or `_v2`, or a date from
+/// 2026-08-04) gives the modules and globals, `nodejs_als` only
+/// `node:async_hooks`; `process.env` holds the text bindings from
+/// 2025-04-01 or by flag.
+pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeCompat {
+  use cellhost_host::NodeCompat;
+  let flag = |f: &str| flags.iter().any(|x| x == f);
+  let since = |d: &str| date.is_some_and(|x| x >= d);
+  let on = (flag("nodejs_compat") || flag("nodejs_compat_v2") || since("2026-08-04"))
+    && !flag("no_nodejs_compat");
+  if on {
+    let populate_env = (flag("nodejs_compat_populate_process_env") || since("2025-04-01"))
+      && !flag("nodejs_compat_do_not_populate_process_env");
+    NodeCompat::On { populate_env }
+  } else if flag("nodejs_als") {
+    NodeCompat::AsyncLocalStorage
+  } else {
+    NodeCompat::Off
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use cellhost_host::NodeCompat;
+
+  fn flags(f: &[&str]) -> Vec<String> {
+    f.iter().map(|s| s.to_string()).collect()
+  }
+
+  #[test]
+  fn node_compat_by_flag_and_date() {
+    let nc = super::node_compat;
+    assert_eq!(nc(Some("2024-01-01"), &flags(&[])), NodeCompat::Off);
+    assert_eq!(
+      nc(Some("2024-01-01"), &flags(&["nodejs_compat"])),
+      NodeCompat::On {
+        populate_env: false
+      }
+    );
+    assert_eq!(
+      nc(Some("2025-04-01"), &flags(&["nodejs_compat"])),
+      NodeCompat::On { populate_env: true }
+    );
+    assert_eq!(
+      nc(
+        Some("2026-08-04"),
+        &flags(&["nodejs_compat_do_not_populate_process_env"])
+      ),
+      NodeCompat::On {
+        populate_env: false
+      }
+    );
+    assert_eq!(
+      nc(Some("2026-09-01"), &flags(&["no_nodejs_compat"])),
+      NodeCompat::Off
+    );
+    assert_eq!(
+      nc(None, &flags(&["nodejs_als"])),
+      NodeCompat::AsyncLocalStorage
+    );
   }
 }

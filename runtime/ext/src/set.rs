@@ -16,10 +16,15 @@ pub fn for_snapshot() -> Vec<Extension> {
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
+  ]
+  .into_iter()
+  .chain(cellhost_node::extensions())
+  .chain([
     cellhost_sockets::cellhost_sockets::init(),
     cellhost_cache::cellhost_cache::init(),
     crate::cellhost::init(),
-  ]
+  ])
+  .collect()
 }
 
 /// Extensions for an isolate built from the snapshot.
@@ -32,10 +37,15 @@ pub fn for_runtime() -> Vec<Extension> {
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),
+  ]
+  .into_iter()
+  .chain(cellhost_node::extensions())
+  .chain([
     cellhost_sockets::cellhost_sockets::init(),
     cellhost_cache::cellhost_cache::init(),
     crate::cellhost::init(),
-  ]
+  ])
+  .collect()
 }
 
 /// Options for the lazily initialised extensions, in the same order.

@@ -172,6 +172,7 @@ async fn boot(
       &main,
       spec.base_dir.as_deref(),
       spec.rules.clone(),
+      spec.node,
     )?)),
     custom_module_evaluation_cb: Some(Box::new(module_value)),
     extensions: set::for_runtime(),
@@ -208,7 +209,7 @@ async fn boot(
     current + (64 << 20)
   });
 
-  let (prepare, boot) = seal(&mut js).await?;
+  let (prepare, boot) = seal(&mut js, spec.node).await?;
   let config = serde_json::json!({
     "main": spec.main.file_name().map(|n| n.to_string_lossy().to_string()),
     "env": spec.env,
@@ -381,7 +382,7 @@ async fn evaluate(js: &mut JsRuntime, id: deno_core::ModuleId) -> Result<(), Str
     .map_err(|e| e.to_string())
 }
 
-async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
+async fn seal(js: &mut JsRuntime, node: crate::NodeCompat) -> Result<(Hook, Hook), String> {
   for (name, _) in crate::loader::BUILTINS {
     let url = ModuleSpecifier::parse(name).expect("valid");
     let id = js
@@ -389,6 +390,21 @@ async fn seal(js: &mut JsRuntime) -> Result<(Hook, Hook), String> {
       .await
       .map_err(|e| e.to_string())?;
     evaluate(js, id).await?;
+  }
+  if let crate::NodeCompat::On { populate_env } = node {
+    // Node's globals (Buffer, process, ...) and, where the flags say so,
+    // process.env filled from the text bindings by `prepare`.
+    js.execute_script(
+      "[cellhost:node]",
+      format!(
+        r#"(() => {{
+          const {{ core, internals }} = globalThis.__bootstrap;
+          internals.cellhostPopulateEnv = {populate_env};
+          core.createLazyLoader("ext:cellhost_node/globals.js")().install();
+        }})()"#
+      ),
+    )
+    .map_err(|e| e.to_string())?;
   }
   let f = js
     .execute_script(

@@ -7,6 +7,7 @@
 
 mod isolate;
 mod loader;
+mod node;
 pub mod rules;
 mod watchdog;
 
@@ -54,6 +55,21 @@ pub struct WorkerSpec {
   /// wrangler's `base_dir`: module names are relative to it (default: the
   /// entry's directory).
   pub base_dir: Option<PathBuf>,
+  /// What of Node.js the compatibility flags give the Worker.
+  pub node: NodeCompat,
+}
+
+/// Node.js compatibility as the compatibility flags and date decide it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeCompat {
+  /// No `node:*` modules.
+  #[default]
+  Off,
+  /// `nodejs_als`: only `node:async_hooks`.
+  AsyncLocalStorage,
+  /// `nodejs_compat`: the modules and globals; `process.env` holds the
+  /// Worker's text bindings when `populate_env`.
+  On { populate_env: bool },
 }
 
 impl WorkerSpec {

@@ -55,6 +55,7 @@ pub struct Loader {
   /// The entry module, canonical: JavaScript whatever the rules say.
   main: PathBuf,
   rules: Arc<ModuleRules>,
+  node: crate::NodeCompat,
 }
 
 impl Loader {
@@ -64,6 +65,7 @@ impl Loader {
     main: &Path,
     base_dir: Option<&Path>,
     rules: Arc<ModuleRules>,
+    node: crate::NodeCompat,
   ) -> Result<Self, String> {
     let dir = match base_dir {
       Some(d) => d,
@@ -85,6 +87,7 @@ impl Loader {
       root,
       main: main.to_path_buf(),
       rules,
+      node,
     })
   }
 
@@ -170,10 +173,8 @@ impl ModuleLoader for Loader {
     referrer: &str,
     kind: ResolutionKind,
   ) -> Result<ModuleSpecifier, JsErrorBox> {
-    if let Some(name) = specifier.strip_prefix("node:") {
-      return Err(JsErrorBox::type_error(format!(
-        "Cannot import \"{specifier}\": Node.js built-in modules (node:{name}) are not supported by cellhost yet"
-      )));
+    if let Some(node) = crate::node::resolve(specifier, referrer, self.node) {
+      return Ok(node.unwrap_or_else(refused));
     }
     if BUILTINS.iter().any(|(n, _)| *n == specifier) {
       return ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err);
@@ -249,6 +250,9 @@ impl Loader {
       return Ok(js(code));
     }
     if let Some(code) = refused_source(specifier) {
+      return Ok(js(code));
+    }
+    if let Some(code) = crate::node::wrapper_source(specifier) {
       return Ok(js(code));
     }
     // Checked again here: the file may have changed since it resolved.
@@ -336,7 +340,7 @@ mod tests {
     std::fs::write(base.join("secret.js"), "export const s = 1").unwrap();
     std::os::unix::fs::symlink(base.join("secret.js"), app.join("link.js")).unwrap();
     let main = app.join("worker.js").canonicalize().unwrap();
-    let loader = Loader::new(&main, None, Default::default()).unwrap();
+    let loader = Loader::new(&main, None, Default::default(), Default::default()).unwrap();
     (base, loader)
   }
 

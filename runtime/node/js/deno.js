@@ -1,0 +1,97 @@
+// The `Deno` that deno_node's polyfills see (bound into each of them when
+// the snapshot is built; see src/transpile.rs). A Worker is not a process on
+// a host: no files, no signals, no exit, no host environment. What the
+// polyfills read at start-up gets fixed values, as workerd reports them;
+// what would reach the host throws an error that names it.
+import { core, internals, primordials } from "ext:core/mod.js";
+
+const { Error, ObjectFreeze, SymbolFor } = primordials;
+
+function unsupported(what) {
+  return () => {
+    throw new Error(`${what} is not supported in a Worker (cellhost)`);
+  };
+}
+
+const errors = {};
+for (
+  const name of [
+    "NotFound", "PermissionDenied", "NotCapable", "ConnectionRefused",
+    "ConnectionReset", "ConnectionAborted", "NotConnected", "AddrInUse",
+    "AddrNotAvailable", "BrokenPipe", "AlreadyExists", "InvalidData",
+    "TimedOut", "Interrupted", "WriteZero", "UnexpectedEof", "BadResource",
+    "Http", "Busy", "NotSupported", "FilesystemLoop", "IsADirectory",
+    "NetworkUnreachable", "NotADirectory",
+  ]
+) {
+  errors[name] = class extends Error {
+    constructor(message, options) {
+      super(message, options);
+      this.name = name;
+    }
+  };
+}
+
+// process.env: the Worker's text bindings where the compatibility flags
+// say so (set by the dispatcher before the Worker's code runs), else empty.
+const vars = new Map();
+internals.cellhostNodeEnv = vars;
+const env = ObjectFreeze({
+  get: (key) => vars.get(key),
+  set: (key, value) => void vars.set(key, `${value}`),
+  has: (key) => vars.has(key),
+  delete: (key) => void vars.delete(key),
+  toObject: () => Object.fromEntries(vars),
+});
+
+internals.cellhostDeno = ObjectFreeze({
+  build: ObjectFreeze({
+    os: "linux",
+    arch: "x86_64",
+    target: "x86_64-unknown-linux-gnu",
+    standalone: false,
+  }),
+  version: ObjectFreeze({ deno: "", v8: "", typescript: "" }),
+  errors: ObjectFreeze(errors),
+  env,
+  pid: 1,
+  ppid: 0,
+  noColor: true,
+  internal: SymbolFor("Deno.internal"),
+  privateCustomInspect: SymbolFor("Deno.privateCustomInspect"),
+  inspect: (value, options) =>
+    core.loadExtScript("ext:deno_web/01_console.js").inspect(value, options),
+  mainModule: "file:///bundle/worker.js",
+  cwd: () => "/bundle",
+  execPath: () => "/bundle",
+  exitCode: 0,
+  memoryUsage: () => ({ rss: 0, heapTotal: 0, heapUsed: 0, external: 0 }),
+  cpuUsage: () => ({ user: 0, system: 0 }),
+  uid: () => 0,
+  gid: () => 0,
+  exit: unsupported("process.exit()"),
+  addSignalListener: unsupported("Signal handling"),
+  removeSignalListener: unsupported("Signal handling"),
+  consoleSize: unsupported("A terminal"),
+  systemMemoryInfo: unsupported("System memory information"),
+  loadavg: () => [0, 0, 0],
+  hostname: () => "localhost",
+  osRelease: () => "",
+  networkInterfaces: () => ({}),
+  resolveDns: unsupported("DNS resolution (node:dns)"),
+  serve: unsupported("Listening for connections"),
+  watchFs: unsupported("The file system"),
+});
+
+// `core.build`, which the polyfills read (process.arch, os.platform()).
+core.setBuildInfo("x86_64-unknown-linux-gnu");
+
+// What node:process's bootstrap reads (see deno_node's process.ts).
+internals.__nodeBootstrapArgs = {
+  argv0: "",
+  denoArgs: [],
+  denoVersion: {},
+  nodeDebug: "",
+  runningOnMainThread: true,
+};
+

@@ -1,0 +1,5 @@
+// node:path with workerd's export names (a wrapper over deno_node's module;
+// see src/wrap.rs). Generated from workerd 1.20261117's namespace, additions by hand.
+import * as m from "node:path";
+export const { basename, delimiter, dirname, extname, format, isAbsolute, join, matchesGlob, normalize, parse, posix, relative, resolve, sep, toNamespacedPath, win32 } = m;
+export default m.default;

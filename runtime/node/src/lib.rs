@@ -1,0 +1,236 @@
+//! Node.js compatibility (`nodejs_compat`): Deno's `deno_node` polyfills and
+//! the extensions they are built on, wired with what a Worker may do and
+//! nothing more.
+//!
+//! The polyfills were written for Deno's runtime: they call ops that reach
+//! the host (files, processes, signals, listeners, the environment) and name
+//! a global `Deno`. Here every op that reaches the host is disabled (it
+//! throws when called; the snapshot and the isolates still register the
+//! same op table), and the polyfills' `Deno` is a module-scoped stand-in
+//! (`js/deno.js`) injected when the snapshot is built (`transpile.rs`), so
+//! no `Deno` global exists for a Worker to find.
+
+use std::collections::HashSet;
+
+use deno_core::{Extension, OpDecl};
+
+#[cfg(feature = "build")]
+pub mod transpile;
+pub mod wrap;
+
+/// Ops deno_node's polyfills import that live in Deno's own runtime crate
+/// (not in deno_node): each throws, naming what a Worker lacks, except the
+/// terminal's colour depth, which is 1 (no colours: no terminal).
+macro_rules! unsupported_ops {
+  ($($op:ident: $what:literal),* $(,)?) => {
+    $(
+      #[deno_core::op2(fast)]
+      fn $op() -> Result<(), deno_error::JsErrorBox> {
+        Err(deno_error::JsErrorBox::generic(concat!($what, " is not supported in a Worker (cellhost)")))
+      }
+    )*
+  };
+}
+
+unsupported_ops!(
+  op_current_thread_cpu_usage: "process.threadCpuUsage()",
+  op_brotli_compress: "Brotli (node:zlib)",
+  op_brotli_compress_async: "Brotli (node:zlib)",
+  op_brotli_compress_stream: "Brotli (node:zlib)",
+  op_brotli_compress_stream_end: "Brotli (node:zlib)",
+  op_brotli_decompress: "Brotli (node:zlib)",
+  op_brotli_decompress_async: "Brotli (node:zlib)",
+  op_brotli_decompress_stream: "Brotli (node:zlib)",
+  op_brotli_decompress_stream_end: "Brotli (node:zlib)",
+  op_create_brotli_compress: "Brotli (node:zlib)",
+  op_create_brotli_decompress: "Brotli (node:zlib)",
+  op_http_notify_serving: "Serving HTTP from node:http",
+  op_http_serve_address_override: "Serving HTTP from node:http",
+  op_napi_open: "Native addons",
+);
+
+#[deno_core::op2(fast)]
+fn op_bootstrap_color_depth() -> u32 {
+  1
+}
+
+deno_core::extension!(
+  cellhost_node,
+  deps = [deno_web, deno_node],
+  ops = [
+    op_current_thread_cpu_usage,
+    op_brotli_compress,
+    op_brotli_compress_async,
+    op_brotli_compress_stream,
+    op_brotli_compress_stream_end,
+    op_brotli_decompress,
+    op_brotli_decompress_async,
+    op_brotli_decompress_stream,
+    op_brotli_decompress_stream_end,
+    op_create_brotli_compress,
+    op_create_brotli_decompress,
+    op_http_notify_serving,
+    op_http_serve_address_override,
+    op_napi_open,
+    op_bootstrap_color_depth,
+  ],
+  esm_entry_point = "ext:cellhost_node/deno.js",
+  esm = [dir "js", "deno.js"],
+  lazy_loaded_esm = [
+    dir "js",
+    "globals.js",
+    "ext:runtime/98_global_scope_shared.js" = "global_scope_shared.js",
+    // In place of deno_node's synthetic modules of these names (dropped in
+    // `extensions`): workerd's export names (see src/wrap.rs).
+    "node:util" = "wrap/util.js",
+    "node:url" = "wrap/url.js",
+  ],
+  lazy_loaded_js = [
+    dir "js",
+    "ext:deno_telemetry/util.ts" = "telemetry_util.js",
+    "ext:deno_telemetry/telemetry.ts" = "telemetry.js",
+  ],
+);
+
+/// No npm packages: a Worker's bundle carries its dependencies, so the
+/// npm resolution deno_node is generic over answers "not an npm package".
+pub struct NoNpm;
+
+impl node_resolver::InNpmPackageChecker for NoNpm {
+  fn in_npm_package(&self, _: &deno_core::url::Url) -> bool {
+    false
+  }
+}
+
+impl node_resolver::NpmPackageFolderResolver for NoNpm {
+  fn resolve_package_folder_from_package(
+    &self,
+    specifier: &str,
+    referrer: &node_resolver::UrlOrPathRef,
+  ) -> Result<std::path::PathBuf, node_resolver::errors::PackageFolderResolveError> {
+    Err(
+      node_resolver::errors::PackageNotFoundError {
+        package_name: specifier.to_string(),
+        referrer: referrer.display(),
+        referrer_extra: None,
+      }
+      .into(),
+    )
+  }
+
+  fn resolve_types_package_folder(
+    &self,
+    _: &str,
+    _: Option<&deno_semver::Version>,
+    _: Option<&node_resolver::UrlOrPathRef>,
+  ) -> Option<std::path::PathBuf> {
+    None
+  }
+}
+
+type Sys = sys_traits::impls::RealSys;
+
+/// The extensions, in registration order (after deno_web and before the
+/// `cellhost` extension). The snapshot and every isolate call this.
+///
+/// deno_core applies every extension's op middleware to every op of the
+/// runtime, so the denials are one middleware (on `cellhost_node`) that
+/// knows the denied ops by name: all of deno_io, deno_fs, deno_os and
+/// deno_process (files, terminals, the environment, processes, signals,
+/// exit), and deno_node's that reach the host (`reaches_host`).
+pub fn extensions() -> Vec<Extension> {
+  let fs: deno_fs::FileSystemRc = std::rc::Rc::new(deno_fs::RealFs);
+  let mut io = deno_io::deno_io::init(None);
+  // Its middleware swaps console output to its own stdout resource, which
+  // a Worker does not have; console output stays deno_core's.
+  io.middleware_fn = None;
+  let host = [
+    io,
+    deno_fs::deno_fs::init(fs.clone()),
+    deno_os::deno_os::init(None),
+    deno_process::deno_process::init(None),
+  ];
+  let mut denied: HashSet<&'static str> = host
+    .iter()
+    .flat_map(|e| e.ops.iter().map(|o| o.name))
+    .collect();
+  let mut node = deno_node::deno_node::init::<NoNpm, NoNpm, Sys>(None, fs);
+  // node:util and node:url are cellhost_node's own modules (workerd's
+  // export names); deno_core would link a synthetic module of the same
+  // name ahead of them.
+  node.synthetic_esm_modules = node
+    .synthetic_esm_modules
+    .iter()
+    .filter(|(name, _)| !matches!(*name, "node:util" | "node:url"))
+    .copied()
+    .collect::<Vec<_>>()
+    .into();
+  denied.extend(node.ops.iter().map(|o| o.name).filter(|n| reaches_host(n)));
+  let mut glue = cellhost_node::init();
+  glue.middleware_fn = Some(Box::new(move |op: OpDecl| {
+    if denied.contains(op.name) {
+      op.disable()
+    } else {
+      op
+    }
+  }));
+  let mut all: Vec<Extension> = host.into();
+  all.extend([deno_node_crypto::deno_node_crypto::init(), node, glue]);
+  all
+}
+
+/// deno_node's ops that reach the host: files, the host's resolver,
+/// processes and IPC, signals, terminals, listeners and raw sockets, V8
+/// flags, module hooks reading files, the inspector, worker threads.
+pub fn reaches_host(name: &str) -> bool {
+  // Read-only: constants, error names, and whether an inspector is attached
+  // (never: fetch() asks on every call once node:process is loaded).
+  const ALLOWED: [&str; 3] = [
+    "op_node_fs_constants",
+    "op_node_sys_to_uv_error",
+    "op_inspector_enabled",
+  ];
+  const DENIED: [&str; 40] = [
+    "_fs_",
+    "lchmod",
+    "lchown",
+    "lutimes",
+    "mkdtemp",
+    "_open",
+    "rmdir",
+    "statfs",
+    "pipe",
+    "fd_",
+    "_cp_",
+    "getaddrinfo",
+    "getnameinfo",
+    "dns",
+    "set_flags",
+    "module_hooks",
+    "default_resolve",
+    "spawn",
+    "child",
+    "ipc",
+    "kill",
+    "abort",
+    "tty",
+    "tcp",
+    "udp",
+    "listen",
+    "accept",
+    "inspector",
+    "worker",
+    "http2",
+    "require",
+    "signal",
+    "exit",
+    "chdir",
+    "wasi",
+    "sqlite",
+    "stdin",
+    "cwd",
+    "napi",
+    "dlopen",
+  ];
+  !ALLOWED.contains(&name) && DENIED.iter().any(|d| name.contains(d))
+}

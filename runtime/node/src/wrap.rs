@@ -1,0 +1,35 @@
+//! Node.js modules whose namespace differs between deno_node and workerd
+//! get a wrapper module with workerd's export names: names deno_node lacks
+//! are added (`js/wrap/*.js`), names workerd lacks are left out, so a bundle
+//! that links against workerd links here too. The host's module loader
+//! serves a wrapper for `node:<name>`; the wrapper's own imports of
+//! `node:<name>` reach deno_node's module. (node:util and node:url are
+//! registered under their own names instead: see `lib.rs`.)
+
+/// (module name without `node:`, wrapper source).
+pub const WRAPPERS: &[(&str, &str)] = &[
+  ("assert", include_str!("../js/wrap/assert.js")),
+  ("assert/strict", include_str!("../js/wrap/assert_strict.js")),
+  (
+    "diagnostics_channel",
+    include_str!("../js/wrap/diagnostics_channel.js"),
+  ),
+  ("events", include_str!("../js/wrap/events.js")),
+  ("net", include_str!("../js/wrap/net.js")),
+  ("path", include_str!("../js/wrap/path.js")),
+  (
+    "stream/consumers",
+    include_str!("../js/wrap/stream_consumers.js"),
+  ),
+  (
+    "stream/promises",
+    include_str!("../js/wrap/stream_promises.js"),
+  ),
+  ("timers", include_str!("../js/wrap/timers.js")),
+  ("util/types", include_str!("../js/wrap/util_types.js")),
+];
+
+/// The wrapper of `node:<name>`, if it has one.
+pub fn wrapper(name: &str) -> Option<&'static str> {
+  WRAPPERS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}

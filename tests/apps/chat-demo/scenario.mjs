@@ -1,0 +1,66 @@
+// The chat demo's scenario (see tests/apps.rs): after each step, every
+// client's received frames in order (timestamps left out), then the next.
+//   node --experimental-websocket scenario.mjs BASE_URL first|restart
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+const [base, phase] = process.argv.slice(2);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const clients = [];
+function join(name, room) {
+  const sock = new WebSocket(new URL(`/api/room/${room}/websocket`, base.replace(/^http/, "ws")).href);
+  const c = { name, frames: [], sock };
+  sock.onmessage = (e) => {
+    const f = JSON.parse(e.data);
+    delete f.timestamp;
+    c.frames.push(JSON.stringify(f));
+  };
+  clients.push(c);
+  return new Promise((r, j) => {
+    sock.onopen = () => { sock.send(JSON.stringify({ name })); r(c); };
+    sock.onerror = () => j(new Error("ws error"));
+  });
+}
+async function step(label) {
+  await sleep(250);
+  console.log(`-- ${label}`);
+  for (const c of clients) {
+    for (const f of c.frames) console.log(c.name, f);
+    c.frames = [];
+  }
+}
+const say = (c, message) => c.sock.send(JSON.stringify({ message }));
+
+if (phase === "first") {
+  const page = await fetch(new URL("/", base));
+  const html = await page.text();
+  console.log("page", page.status, page.headers.get("content-type"), html.length, html.includes("<h1>Chat</h1>"));
+  const created = await fetch(new URL("/api/room", base), { method: "POST" });
+  const id = await created.text();
+  console.log("new room", created.status, /^[0-9a-f]{64}$/.test(id));
+  writeFileSync(".room-id", id);
+  const alice = await join("alice", "lobby");
+  await step("alice joined");
+  const bob = await join("bob", "lobby");
+  await step("bob joined");
+  say(alice, "hi");
+  await step("alice said hi");
+  say(bob, "hello");
+  await step("bob said hello");
+  const carol = await join("carol", id);
+  await step("carol joined the new room");
+  say(carol, "anyone?");
+  await step("carol asked");
+  alice.sock.close();
+  await step("alice left");
+  const bad = await fetch(new URL(`/api/room/${"x".repeat(40)}/websocket`, base));
+  console.log("long name", bad.status, await bad.text());
+  const nf = await fetch(new URL("/nowhere", base));
+  console.log("other path", nf.status, await nf.text());
+} else {
+  const id = readFileSync(".room-id", "utf8");
+  await join("dave", "lobby");
+  await step("dave joined after restart");
+  await join("erin", id);
+  await step("erin joined the new room after restart");
+}
+for (const c of clients) c.sock.close();
+process.exit(0);

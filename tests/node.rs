@@ -1,0 +1,168 @@
+//! Node.js compatibility (`nodejs_compat`, deno_node underneath): the
+//! modules reach nothing of the host (files, listeners, processes, the
+//! host's environment and resolver), the compatibility flags decide what is
+//! there, and process.env holds the Worker's text bindings. What the
+//! modules compute is compared with workerd by the `node_*` differential
+//! fixtures.
+
+mod support;
+
+use std::net::TcpListener;
+
+use support::*;
+
+/// Every way out that deno_node's polyfills would take in Deno: each must
+/// fail in the Worker, and the ports it tried must still be free.
+const ESCAPES: &str = r#"
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import net from "node:net";
+import http from "node:http";
+import dns from "node:dns/promises";
+import os from "node:os";
+const tries = {
+  readFile: () => fs.readFileSync("/etc/hostname", "utf8"),
+  readFileAsync: () => fsp.readFile("/etc/hostname", "utf8"),
+  writeFile: () => fs.writeFileSync("/tmp/cellhost-node-escape", "x"),
+  readdir: () => fs.readdirSync("/"),
+  netListen: () => new Promise((ok, no) => {
+    const s = net.createServer();
+    s.on("error", no);
+    s.listen(Number(PORT_A), "127.0.0.1", () => ok("listening"));
+  }),
+  httpListen: () => new Promise((ok, no) => {
+    const s = http.createServer(() => {});
+    s.on("error", no);
+    s.listen(Number(PORT_B), "127.0.0.1", () => ok("listening"));
+  }),
+  dns: () => dns.lookup("localhost"),
+  cpus: () => os.cpus(),
+  exit: () => process.exit(3),
+  kill: () => process.kill(1, "SIGTERM"),
+  chdir: () => process.chdir("/"),
+  binding: () => process.binding("fs").open("/etc/hostname"),
+  hostEnv: () => process.env.PATH ?? process.env.HOME ?? "none",
+};
+export default {
+  async fetch(request, env) {
+    const out = {};
+    for (const [k, f] of Object.entries(tries)) {
+      try {
+        const v = await f();
+        out[k] = k === "hostEnv" && v === "none" ? "denied" : "REACHED " + JSON.stringify(v);
+      } catch (e) {
+        out[k] = "denied";
+      }
+    }
+    out.env = process.env;
+    return Response.json(out);
+  },
+};
+"#;
+
+#[test]
+fn node_modules_reach_nothing_of_the_host() {
+  let (a, b) = (free_port(), free_port());
+  let src = ESCAPES
+    .replace("PORT_A", &format!("\"{a}\""))
+    .replace("PORT_B", &format!("\"{b}\""));
+  let d = project(
+    "node-escapes",
+    &src,
+    "compatibility_flags = [\"nodejs_compat\"]\n[vars]\nGREETING = \"hi\"\nCONF = { a = 1 }\n",
+  );
+  let _ = std::fs::remove_file("/tmp/cellhost-node-escape");
+  let ch = Cellhost::start(&d, &["--data", &d.join(".data").to_string_lossy()]);
+  let r = get(ch.addr, "/");
+  assert_eq!(r.status, 200, "{}", r.text());
+  let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+  for (k, got) in v.as_object().unwrap() {
+    if k != "env" {
+      assert_eq!(got, "denied", "{k}: {}", r.text());
+    }
+  }
+  // workerd puts the text bindings in process.env, not the others.
+  assert_eq!(
+    v["env"],
+    serde_json::json!({ "GREETING": "hi" }),
+    "{}",
+    r.text()
+  );
+  assert!(!std::path::Path::new("/tmp/cellhost-node-escape").exists());
+  for port in [a, b] {
+    assert!(
+      TcpListener::bind(("127.0.0.1", port)).is_ok(),
+      "port {port} was taken by the Worker"
+    );
+  }
+}
+
+#[test]
+fn compatibility_flags_decide_what_node_is_there() {
+  let worker = r#"
+    export default {
+      async fetch() {
+        const out = { globals: [typeof Buffer, typeof process, typeof setImmediate] };
+        for (const m of ["node:buffer", "node:async_hooks", "node:child_process"]) {
+          try { await import(m); out[m] = "ok"; } catch (e) { out[m] = e.message; }
+        }
+        return Response.json(out);
+      },
+    };
+  "#;
+  let run = |name: &str, date: &str, toml: &str| {
+    let d = project(name, worker, toml);
+    let cfg = d.join("wrangler.toml");
+    let text = std::fs::read_to_string(&cfg)
+      .unwrap()
+      .replace("2026-11-01", date);
+    std::fs::write(&cfg, text).unwrap();
+    let ch = Cellhost::start(&d, &["--data", &d.join(".data").to_string_lossy()]);
+    let r = get(ch.addr, "/");
+    assert_eq!(r.status, 200, "{}", r.text());
+    serde_json::from_str::<serde_json::Value>(&r.text()).unwrap()
+  };
+  // Before 2026-08-04 and without the flag: no Node.js at all.
+  let off = run("node-off", "2025-01-01", "");
+  assert_eq!(
+    off["globals"],
+    serde_json::json!(["undefined", "undefined", "undefined"])
+  );
+  assert!(
+    off["node:buffer"]
+      .as_str()
+      .unwrap()
+      .contains("nodejs_compat"),
+    "{off}"
+  );
+  // nodejs_als: node:async_hooks only.
+  let als = run(
+    "node-als",
+    "2025-01-01",
+    "compatibility_flags = [\"nodejs_als\"]\n",
+  );
+  assert_eq!(als["node:async_hooks"], "ok", "{als}");
+  assert!(
+    als["node:buffer"].as_str().unwrap().contains("nodejs_als"),
+    "{als}"
+  );
+  assert_eq!(als["globals"][0], "undefined");
+  // The flag: modules and globals; a module workerd lacks fails by name.
+  let on = run(
+    "node-on",
+    "2025-01-01",
+    "compatibility_flags = [\"nodejs_compat\"]\n",
+  );
+  assert_eq!(
+    on["globals"],
+    serde_json::json!(["function", "object", "function"])
+  );
+  assert_eq!(on["node:buffer"], "ok");
+  assert!(
+    on["node:child_process"]
+      .as_str()
+      .unwrap()
+      .contains("node:child_process"),
+    "{on}"
+  );
+}
