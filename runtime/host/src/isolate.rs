@@ -190,6 +190,7 @@ async fn boot(
     let state = js.op_state();
     let mut state = state.borrow_mut();
     set::put_permissions(&mut state);
+    cellhost_node::reserve_stdio_ids(&mut state);
     state.put(inbox.clone());
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));

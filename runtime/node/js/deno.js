@@ -4,6 +4,7 @@
 // polyfills read at start-up gets fixed values, as workerd reports them;
 // what would reach the host throws an error that names it.
 import { core, internals, primordials } from "ext:core/mod.js";
+import { op_node_allow_codegen } from "ext:core/ops";
 
 const { Error, ObjectFreeze, SymbolFor } = primordials;
 
@@ -83,8 +84,42 @@ internals.cellhostDeno = ObjectFreeze({
   watchFs: unsupported("The file system"),
 });
 
+// The polyfills load their scripts on first use, often while a Worker
+// serves a request, when code generation from strings is off; V8 counts
+// compiling a script that way. Their `core.loadExtScript(...)` calls are
+// routed here (src/transpile.rs): each load is let through, and the setting
+// put back at once.
+internals.cellhostLoad = (specifier) => {
+  const was = op_node_allow_codegen(true);
+  try {
+    return core.loadExtScript(specifier);
+  } finally {
+    op_node_allow_codegen(was);
+  }
+};
+
 // `core.build`, which the polyfills read (process.arch, os.platform()).
 core.setBuildInfo("x86_64-unknown-linux-gnu");
+
+// Called by node:process once it is evaluated (the call is added to the
+// polyfill when the snapshot is built; see src/transpile.rs), however the
+// Worker reaches it (the global or an import): what a Worker's process
+// differs in from Deno's.
+internals.cellhostProcessLoaded = (process) => {
+  // workerd's process.nextTick is a microtask, in order with promise
+  // callbacks (Node and Deno run the whole tick queue before them).
+  process.nextTick = (callback, ...args) => queueMicrotask(() => callback(...args));
+  // A Worker's working directory is workerd's bundle directory; it has no
+  // other to change to.
+  process.cwd = () => "/bundle";
+  process.chdir = () => {
+    throw new Error("process.chdir() is not supported in a Worker (cellhost)");
+  };
+  // The bootstrap binds node's stdio streams onto the global console;
+  // workerd's console has no such properties, and a Worker no stdio.
+  delete globalThis.console._stdout;
+  delete globalThis.console._stderr;
+};
 
 // What node:process's bootstrap reads (see deno_node's process.ts).
 internals.__nodeBootstrapArgs = {

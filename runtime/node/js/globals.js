@@ -1,40 +1,44 @@
 // The globals `nodejs_compat` adds to a Worker's scope, as workerd does:
-// Buffer, process, global, setImmediate and clearImmediate. Loaded and
-// installed by the host before the Worker's code, only for a Worker with the
-// flag. (Not evaluated into the snapshot: deno_core 0.413 misplaces the
-// sources of lazily loaded modules evaluated there: their functions then
-// compile from another file's text.)
-import { Buffer } from "node:buffer";
-import process from "node:process";
-import { clearImmediate, setImmediate } from "node:timers";
+// Buffer, process, global, setImmediate and clearImmediate. Installed by the
+// host before the Worker's code, only for a Worker with the flag. Each
+// module behind them is loaded on first use, so a Worker that never touches
+// them pays neither the start-up time nor the memory.
+import { core } from "ext:core/mod.js";
 
-// workerd's process.nextTick is a microtask, in order with promise
-// callbacks (Node and Deno run the whole tick queue before them).
-process.nextTick = (callback, ...args) => queueMicrotask(() => callback(...args));
-
-// A Worker's working directory is workerd's bundle directory; it has no
-// other to change to.
-process.cwd = () => "/bundle";
-process.chdir = () => {
-  throw new Error("process.chdir() is not supported in a Worker (cellhost)");
-};
-
-// node:process's bootstrap binds node's stdio streams onto the global
-// console; workerd's console has no such properties, and a Worker no stdio.
-delete globalThis.console._stdout;
-delete globalThis.console._stderr;
-
-export function install() {
-  const define = (name, value) =>
+function lazy(name, load) {
+  const define = (value) =>
     Object.defineProperty(globalThis, name, {
       value,
       writable: true,
       configurable: true,
       enumerable: true,
     });
-  define("Buffer", Buffer);
-  define("process", process);
-  define("global", globalThis);
-  define("setImmediate", setImmediate);
-  define("clearImmediate", clearImmediate);
+  Object.defineProperty(globalThis, name, {
+    configurable: true,
+    enumerable: true,
+    get() {
+      const value = load();
+      define(value);
+      return value;
+    },
+    set: define,
+  });
+}
+
+const module = (specifier) => core.createLazyLoader(specifier)();
+
+export function install() {
+  // The polyfills' own nextTick queue (streams, callbackify, ...) runs once
+  // enabled; Deno's node:process bootstrap would do it on first load.
+  core.loadExtScript("ext:deno_node/_next_tick.ts").enableNextTick();
+  lazy("Buffer", () => module("node:buffer").Buffer);
+  lazy("process", () => module("node:process").default);
+  lazy("setImmediate", () => module("node:timers").setImmediate);
+  lazy("clearImmediate", () => module("node:timers").clearImmediate);
+  Object.defineProperty(globalThis, "global", {
+    value: globalThis,
+    writable: true,
+    configurable: true,
+    enumerable: true,
+  });
 }

@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use deno_core::{Extension, OpDecl};
+use deno_core::{Extension, OpDecl, v8};
 
 #[cfg(feature = "build")]
 pub mod transpile;
@@ -54,6 +54,19 @@ fn op_bootstrap_color_depth() -> u32 {
   1
 }
 
+/// Lets the runtime compile one of its own lazily loaded scripts while a
+/// Worker serves events: V8 counts compiling a script as a function as code
+/// generation from strings, which a Worker may not do then (js/deno.js
+/// wraps `core.loadExtScript` with it). Returns the previous setting, to be
+/// put back. Not reachable by a Worker: ops are not on its global scope.
+#[deno_core::op2(fast)]
+fn op_node_allow_codegen(scope: &mut v8::PinScope, allow: bool) -> bool {
+  let context = scope.get_current_context();
+  let was = context.is_code_generation_from_strings_allowed();
+  context.set_allow_generation_from_strings(allow);
+  was
+}
+
 deno_core::extension!(
   cellhost_node,
   deps = [deno_web, deno_node],
@@ -73,6 +86,7 @@ deno_core::extension!(
     op_http_serve_address_override,
     op_napi_open,
     op_bootstrap_color_depth,
+    op_node_allow_codegen,
   ],
   esm_entry_point = "ext:cellhost_node/deno.js",
   esm = [dir "js", "deno.js"],
@@ -233,4 +247,20 @@ pub fn reaches_host(name: &str) -> bool {
     "dlopen",
   ];
   !ALLOWED.contains(&name) && DENIED.iter().any(|d| name.contains(d))
+}
+
+/// Resource ids 0, 1 and 2 are a process's stdio in Deno, and deno_node's
+/// polyfills read a resource id of 0 as "no resource" (a cipher context at
+/// id 0 is an unknown cipher). A Worker has no stdio: the three ids are
+/// held by placeholders, so its own resources start at 3.
+pub fn reserve_stdio_ids(state: &mut deno_core::OpState) {
+  struct NoStdio;
+  impl deno_core::Resource for NoStdio {
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+      "noStdio".into()
+    }
+  }
+  while state.resource_table.len() < 3 {
+    state.resource_table.add(NoStdio);
+  }
 }

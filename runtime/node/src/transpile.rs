@@ -1,7 +1,9 @@
 //! Build-time source preparation for the snapshot: deno_node's TypeScript
-//! polyfills become JavaScript, and every polyfill that names `Deno` gets a
-//! module-scoped `Deno` bound to the stand-in in `js/deno.js` (the Worker's
-//! global scope has no `Deno`).
+//! polyfills become JavaScript, and every polyfill gets two module-scoped
+//! bindings from `js/deno.js`: `Deno`, the stand-in (the Worker's global
+//! scope has no `Deno`), and `__cellhostLoad`, which each of its
+//! `core.loadExtScript(...)` calls becomes (a script loaded while a Worker
+//! serves events must be let through the code generation check).
 
 use std::path::Path;
 
@@ -27,11 +29,19 @@ pub fn prepare(name: &str, source: &str) -> Result<String, JsErrorBox> {
   } else {
     source.to_string()
   };
-  if (name.starts_with("node:") || name.contains("deno_node/")) && code.contains("Deno") {
-    code = bind_deno(&code);
+  if name.starts_with("node:") || name.contains("deno_node/") {
+    let loads = route_loads(&code);
+    if loads != code || code.contains("Deno") {
+      code = bind(&loads);
+    }
   }
   if name.ends_with("deno_node/_process/process.ts") {
     code = code.replace("__NODE_VERSION__", deno_node::NODE_VERSION);
+  }
+  if name == "node:process" {
+    // Hands the finished process object to js/deno.js (`internals` is
+    // imported by the polyfill).
+    code.push_str("\ninternals.cellhostProcessLoaded(process);\n");
   }
   Ok(code)
 }
@@ -63,22 +73,44 @@ fn to_javascript(name: &str, source: &str) -> Result<String, JsErrorBox> {
   Ok(emitted.into_source().text)
 }
 
+/// `core.loadExtScript(` (a line break may sit before the dot) becomes
+/// `__cellhostLoad(`.
+fn route_loads(code: &str) -> String {
+  const CALL: &str = ".loadExtScript(";
+  let mut out = String::with_capacity(code.len());
+  let mut rest = code;
+  while let Some(at) = rest.find(CALL) {
+    let before = rest[..at].trim_end();
+    if let Some(head) = before.strip_suffix("core")
+      && !head.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.' || c == '$')
+    {
+      out.push_str(head);
+      out.push_str("__cellhostLoad(");
+    } else {
+      out.push_str(&rest[..at + CALL.len()]);
+    }
+    rest = &rest[at + CALL.len()..];
+  }
+  out.push_str(rest);
+  out
+}
+
 /// Scripts (`loadExtScript`) are one function expression that deno_core
 /// calls with `__bootstrap`; modules import `internals` under a private
-/// name. Either way the binding is added on the first line, so line numbers
-/// in stack traces stay the polyfill's own.
-fn bind_deno(code: &str) -> String {
+/// name. Either way the bindings are added on the first line, so line
+/// numbers in stack traces stay the polyfill's own.
+fn bind(code: &str) -> String {
   let body = strip_prologue(code);
   if let Some(brace) = body.strip_prefix("(function").and_then(|_| body.find('{')) {
     let at = code.len() - body.len() + brace + 1;
     format!(
-      "{} const Deno = __bootstrap.internals.cellhostDeno;{}",
+      "{} const Deno = __bootstrap.internals.cellhostDeno, __cellhostLoad = __bootstrap.internals.cellhostLoad;{}",
       &code[..at],
       &code[at..]
     )
   } else {
     format!(
-      "import {{ internals as __cellhostInternals }} from \"ext:core/mod.js\"; const Deno = __cellhostInternals.cellhostDeno; {code}"
+      "import {{ internals as __cellhostInternals }} from \"ext:core/mod.js\"; const Deno = __cellhostInternals.cellhostDeno, __cellhostLoad = __cellhostInternals.cellhostLoad; {code}"
     )
   }
 }
@@ -105,14 +137,23 @@ fn strip_prologue(mut s: &str) -> &str {
 #[cfg(test)]
 mod tests {
   #[test]
+  fn script_loads_go_through_the_runtime() {
+    let code = "const a = core.loadExtScript(\"x\");\nconst b = core\n  .loadExtScript(\"y\");\nmycore.loadExtScript(\"z\");";
+    assert_eq!(
+      super::route_loads(code),
+      "const a = __cellhostLoad(\"x\");\nconst b = __cellhostLoad(\"y\");\nmycore.loadExtScript(\"z\");"
+    );
+  }
+
+  #[test]
   fn scripts_and_modules_get_a_private_deno() {
     let script = "// c\n\"use strict\";\n(function () {\nreturn Deno.pid;\n})();";
-    let out = super::bind_deno(script);
-    assert!(out.contains("(function () { const Deno = __bootstrap.internals.cellhostDeno;\n"));
+    let out = super::bind(script);
+    assert!(out.contains("(function () { const Deno = __bootstrap.internals.cellhostDeno,"));
     let swc = "// c\n(function() {\nreturn Deno.pid;\n})();";
-    assert!(super::bind_deno(swc).contains("(function() { const Deno = __bootstrap"));
+    assert!(super::bind(swc).contains("(function() { const Deno = __bootstrap"));
     let module = "import { core } from \"ext:core/mod.js\";\nexport const x = Deno.pid;";
-    let out = super::bind_deno(module);
+    let out = super::bind(module);
     assert!(out.starts_with("import { internals as __cellhostInternals }"));
     assert_eq!(out.lines().count(), module.lines().count());
   }
