@@ -87,7 +87,8 @@ fn copy_dir(from: &Path, to: &Path) {
 /// The scenario's transcript for one phase against `addr`.
 fn scenario(app: &Path, addr: std::net::SocketAddr, phase: &str) -> String {
   let out = Command::new("node")
-    .args(["--experimental-websocket", "--no-warnings", "scenario.mjs"])
+    .args(node_flags())
+    .arg("scenario.mjs")
     .arg(format!("http://{addr}"))
     .arg(phase)
     .current_dir(app)
@@ -101,6 +102,25 @@ fn scenario(app: &Path, addr: std::net::SocketAddr, phase: &str) -> String {
     String::from_utf8_lossy(&out.stderr)
   );
   text
+}
+
+/// Node.js 20 has its WebSocket client behind a flag that older releases
+/// refuse; without it the scenarios use `ws` (tests/node_modules).
+fn node_flags() -> &'static [&'static str] {
+  static FLAGS: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+  FLAGS.get_or_init(|| {
+    let with_flag = ["--experimental-websocket", "--no-warnings"];
+    let ok = Command::new("node")
+      .args(with_flag)
+      .args(["-e", "0"])
+      .output()
+      .is_ok_and(|o| o.status.success());
+    if ok {
+      &["--experimental-websocket", "--no-warnings"]
+    } else {
+      &["--no-warnings"]
+    }
+  })
 }
 
 /// Both phases on `wrangler dev`, restarted in between over its state.
@@ -141,6 +161,10 @@ fn settle(addr: std::net::SocketAddr) {
 }
 
 fn same_on_both(name: &str) {
+  // One app at a time: wrangler's bundler and `wrangler dev` (Node.js plus
+  // workerd) are heavy, and the machines have two cores.
+  static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+  let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
   let (app, served) = build(name);
   std::fs::copy(app.join("scenario.mjs"), served.join("scenario.mjs")).unwrap();
   let theirs = on_wrangler_dev(&app);

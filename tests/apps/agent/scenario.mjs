@@ -1,6 +1,8 @@
 // The agents app's scenario, run by tests/apps.rs against cellhost and
 // against `wrangler dev`: prints one line per observation, compared as text.
-//   node --experimental-websocket scenario.mjs BASE_URL first|restart
+//   node [--experimental-websocket] scenario.mjs BASE_URL first|restart
+// Node.js has a WebSocket client from 22 (20 behind a flag); `ws` otherwise.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).default;
 const [base, phase] = process.argv.slice(2);
 const ws = (path) => new URL(path, base.replace(/^http/, "ws")).href;
 const log = (...a) => console.log(a.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join(" "));

@@ -1,7 +1,9 @@
 // The chat demo's scenario (see tests/apps.rs): after each step, every
 // client's received frames in order (timestamps left out), then the next.
-//   node --experimental-websocket scenario.mjs BASE_URL first|restart
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+//   node [--experimental-websocket] scenario.mjs BASE_URL first|restart
+// Node.js has a WebSocket client from 22 (20 behind a flag); `ws` otherwise.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).default;
+import { readFileSync, writeFileSync } from "node:fs";
 const [base, phase] = process.argv.slice(2);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const clients = [];

@@ -1,6 +1,8 @@
 // The partyserver chat room's scenario (see tests/apps.rs): one line per
 // frame a client receives.
-//   node --experimental-websocket scenario.mjs BASE_URL first|restart
+//   node [--experimental-websocket] scenario.mjs BASE_URL first|restart
+// Node.js has a WebSocket client from 22 (20 behind a flag); `ws` otherwise.
+const WebSocket = globalThis.WebSocket ?? (await import("ws")).default;
 const [base, phase] = process.argv.slice(2);
 function client(name, room = "lobby") {
   const sock = new WebSocket(new URL(`/parties/chat/${room}`, base.replace(/^http/, "ws")).href);
