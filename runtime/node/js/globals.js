@@ -28,9 +28,6 @@ function lazy(name, load) {
 const module = (specifier) => core.createLazyLoader(specifier)();
 
 export function install() {
-  // The polyfills' own nextTick queue (streams, callbackify, ...) runs once
-  // enabled; Deno's node:process bootstrap would do it on first load.
-  core.loadExtScript("ext:deno_node/_next_tick.ts").enableNextTick();
   lazy("Buffer", () => module("node:buffer").Buffer);
   lazy("process", () => module("node:process").default);
   lazy("setImmediate", () => module("node:timers").setImmediate);

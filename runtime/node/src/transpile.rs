@@ -38,6 +38,15 @@ pub fn prepare(name: &str, source: &str) -> Result<String, JsErrorBox> {
   if name.ends_with("deno_node/_process/process.ts") {
     code = code.replace("__NODE_VERSION__", deno_node::NODE_VERSION);
   }
+  if name.ends_with("deno_node/_next_tick.ts") {
+    // The polyfills' nextTick queue runs from the first load of the module
+    // that has it (Deno's node:process bootstrap would enable it; a Worker
+    // may use streams or callbackify without ever loading node:process).
+    let at = code
+      .rfind("return {")
+      .expect("_next_tick.ts ends by returning its exports");
+    code.insert_str(at, "enableNextTick();\n");
+  }
   if name == "node:process" {
     // Hands the finished process object to js/deno.js (`internals` is
     // imported by the polyfill).
