@@ -7,14 +7,7 @@ source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
 conns=${2:-64}
 cp examples/hello/worker.js "$out/worker.js"
-cat > "$out/config.capnp" <<CAPNP
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "hello", worker = .w)],
-  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "hello")]);
-const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "worker.js")],
-  compatibilityDate = "2026-11-01", bindings = [(name = "GREETING", text = "cellhost")]);
-CAPNP
+hello_config "$out/config.capnp" worker.js 2026-11-01
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 

@@ -25,6 +25,20 @@ wrk_load() {
   echo "$(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")"
 }
 
+# workerd's config for examples/hello's Worker: hello_config FILE MODULE DATE
+# [EXTRA] writes FILE serving MODULE (beside FILE) on $wport, with
+# GREETING bound; EXTRA is more Worker fields (`compatibilityFlags = [...],`).
+hello_config() {
+  cat > "$1" <<CAPNP
+using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "hello", worker = .w)],
+  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "hello")]);
+const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "$2")],
+  compatibilityDate = "$3", ${4:-} bindings = [(name = "GREETING", text = "cellhost")]);
+CAPNP
+}
+
 # workerd's config for the example Worker in DIR with one SQLite-backed
 # Durable Object class: workerd_config DIR SERVICE BINDING CLASS. Copies
 # its worker.js into $out and writes $out/config.capnp (storage in

@@ -18,14 +18,7 @@ printf 'name = "hello"\nmain = "worker.js"\ncompatibility_date = "2025-01-01"\nc
 for mode in off on; do
   flags=""; [ "$mode" = on ] && flags='compatibilityFlags = ["nodejs_compat"],'
   cp examples/hello/worker.js "$out/$mode/w.js"
-  cat > "$out/$mode/config.capnp" <<CAPNP
-using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [(name = "hello", worker = .w)],
-  sockets = [(name = "http", address = "127.0.0.1:$wport", http = (), service = "hello")]);
-const w :Workerd.Worker = (modules = [(name = "worker.js", esModule = embed "w.js")],
-  compatibilityDate = "2025-01-01", $flags bindings = [(name = "GREETING", text = "cellhost")]);
-CAPNP
+  hello_config "$out/$mode/config.capnp" w.js 2025-01-01 "$flags"
 done
 
 # One start: exec, poll until the first 200, read RSS; prints "ms rss_mb".
