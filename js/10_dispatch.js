@@ -119,7 +119,7 @@ export function prepare(configJson) {
   setModuleEnv(config.env);
   // nodejs_compat's process.env: the text bindings (workerd leaves out the
   // others), when the compatibility flags populate it.
-  if (internals.cellhostPopulateEnv) {
+  if (config.populateProcessEnv) {
     for (const k in config.env) {
       if (typeof config.env[k] === "string") internals.cellhostNodeEnv.set(k, config.env[k]);
     }

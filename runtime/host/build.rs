@@ -14,7 +14,7 @@ use deno_core::snapshot::{CreateSnapshotOptions, create_snapshot};
 
 fn main() {
   let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-  let extensions = cellhost_ext::set::for_snapshot();
+  let extensions = cellhost_ext::set::extensions();
 
   let mut lazy: Vec<(String, String, bool)> = Vec::new();
   for ext in &extensions {

@@ -5,30 +5,10 @@ use std::sync::Arc;
 
 use deno_core::{Extension, OpState};
 
-/// Extensions as the build script snapshots them: ops only where the
-/// extension wants runtime options.
-pub fn for_snapshot() -> Vec<Extension> {
-  vec![
-    deno_webidl::deno_webidl::init(),
-    deno_web::deno_web::lazy_init(),
-    deno_fetch::deno_fetch::lazy_init(),
-    deno_crypto::deno_crypto::lazy_init(),
-    host_ops_disabled(deno_net::deno_net::lazy_init()),
-    deno_tls::deno_tls::init(),
-    cellhost_html::cellhost_html::init(),
-  ]
-  .into_iter()
-  .chain(cellhost_node::extensions())
-  .chain([
-    cellhost_sockets::cellhost_sockets::init(),
-    cellhost_cache::cellhost_cache::init(),
-    crate::cellhost::init(),
-  ])
-  .collect()
-}
-
-/// Extensions for an isolate built from the snapshot.
-pub fn for_runtime() -> Vec<Extension> {
+/// The extensions, in order: the build script snapshots them and every
+/// isolate built from the snapshot registers them again (ops only where the
+/// extension wants runtime options: see `runtime_args`).
+pub fn extensions() -> Vec<Extension> {
   vec![
     deno_webidl::deno_webidl::init(),
     deno_web::deno_web::lazy_init(),

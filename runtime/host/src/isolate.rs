@@ -175,7 +175,7 @@ async fn boot(
       spec.node,
     )?)),
     custom_module_evaluation_cb: Some(Box::new(module_value)),
-    extensions: set::for_runtime(),
+    extensions: set::extensions(),
     startup_snapshot: Some(SNAPSHOT),
     residual_lazy_js_sources: RESIDUAL_JS,
     residual_lazy_esm_sources: RESIDUAL_ESM,
@@ -216,6 +216,7 @@ async fn boot(
     "env": spec.env,
     "isolate": index,
     "maxSubrequests": opts.max_subrequests,
+    "populateProcessEnv": spec.node == crate::NodeCompat::On { populate_env: true },
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,
       "className": d.class_name,
@@ -392,18 +393,11 @@ async fn seal(js: &mut JsRuntime, node: crate::NodeCompat) -> Result<(Hook, Hook
       .map_err(|e| e.to_string())?;
     evaluate(js, id).await?;
   }
-  if let crate::NodeCompat::On { populate_env } = node {
-    // Node's globals (Buffer, process, ...) and, where the flags say so,
-    // process.env filled from the text bindings by `prepare`.
+  if let crate::NodeCompat::On { .. } = node {
+    // Node's globals (Buffer, process, ...), each loaded on first use.
     js.execute_script(
       "[cellhost:node]",
-      format!(
-        r#"(() => {{
-          const {{ core, internals }} = globalThis.__bootstrap;
-          internals.cellhostPopulateEnv = {populate_env};
-          core.createLazyLoader("ext:cellhost_node/globals.js")().install();
-        }})()"#
-      ),
+      r#"globalThis.__bootstrap.core.createLazyLoader("ext:cellhost_node/globals.js")().install()"#,
     )
     .map_err(|e| e.to_string())?;
   }
