@@ -56,9 +56,9 @@ fn op_bootstrap_color_depth() -> u32 {
 
 /// Lets the runtime compile one of its own lazily loaded scripts while a
 /// Worker serves events: V8 counts compiling a script as a function as code
-/// generation from strings, which a Worker may not do then (js/deno.js
-/// wraps `core.loadExtScript` with it). Returns the previous setting, to be
-/// put back. Not reachable by a Worker: ops are not on its global scope.
+/// generation from strings, which a Worker may not do then (the polyfills'
+/// script loads go through `internals.cellhostLoad` in js/deno.js, which
+/// calls this around each). Returns the previous setting, to be put back. Not reachable by a Worker: ops are not on its global scope.
 #[deno_core::op2(fast)]
 fn op_node_allow_codegen(scope: &mut v8::PinScope, allow: bool) -> bool {
   let context = scope.get_current_context();
