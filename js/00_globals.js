@@ -34,6 +34,7 @@ import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
 import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
 import * as cacheApi from "ext:cellhost_cache/cache.js";
+import { install as installCrypto } from "ext:cellhost_crypto/crypto.js";
 const base64 = core.loadExtScript("ext:deno_web/05_base64.js");
 const encoding = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const consoleMod = core.loadExtScript("ext:deno_web/01_console.js");
@@ -52,6 +53,16 @@ const formData = core.loadExtScript("ext:deno_fetch/21_formdata.js");
 const request = core.loadExtScript("ext:deno_fetch/23_request.js");
 const response = core.loadExtScript("ext:deno_fetch/23_response.js");
 const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
+const eventSource = core.loadExtScript("ext:deno_fetch/27_eventsource.js");
+// workerd's EventSource.from(stream) parses a stream the Worker already has;
+// Deno's EventSource only opens URLs.
+ObjectDefineProperty(eventSource.EventSource, "from", {
+  configurable: true,
+  writable: true,
+  value: function from() {
+    throw new Error("EventSource.from() (an EventSource over a ReadableStream) is not supported by cellhost yet");
+  },
+});
 
 // The output gate covers outbound requests too: while writes made on this
 // isolate are not yet durable, a fetch() waits for them before it leaves.
@@ -69,6 +80,17 @@ function gatedFetch(input, init) {
   });
 }
 ObjectDefineProperty(gatedFetch, "name", { value: "fetch" });
+// nodejs_compat's setImmediate and node:timers' functions (runtime/node) are
+// these.
+internals.workersTimers = timers;
+// EventSource's stream requests take the same path (runtime/ext/src/sources.rs).
+internals.eventSourceFetch = (mainFetch, req, signal) => {
+  spendSubrequest();
+  return withConnection(() => {
+    if (op_cell_gate_pending()) return op_cell_sync().then(() => mainFetch(req, true, signal));
+    return mainFetch(req, true, signal);
+  });
+};
 
 // console.* goes to the host log (tracing), not straight to stdout, and
 // without terminal colours.
@@ -76,25 +98,6 @@ consoleMod.setNoColorFns(() => true, () => true);
 const console = new consoleMod.Console((msg, level) =>
   core.ops.op_cellhost_log(level, msg)
 );
-
-// Workers APIs that cellhost does not provide: touching them fails loudly
-// with a message that names them instead of behaving like a silent no-op.
-function missing(name, what) {
-  return {
-    enumerable: false,
-    configurable: true,
-    get() {
-      throw new Error(`${name} (${what}) is not supported by cellhost yet`);
-    },
-    set(v) {
-      ObjectDefineProperty(globalThis, name, {
-        value: v,
-        writable: true,
-        configurable: true,
-      });
-    },
-  };
-}
 
 const navigator = {};
 ObjectDefineProperties(navigator, {
@@ -187,7 +190,7 @@ ObjectDefineProperties(globalThis, {
   Cache: core.propNonEnumerable(cacheApi.Cache),
   CacheStorage: core.propNonEnumerable(cacheApi.CacheStorage),
   HTMLRewriter: core.propNonEnumerable(HTMLRewriter),
-  EventSource: missing("EventSource", "server-sent events client"),
+  EventSource: core.propNonEnumerable(eventSource.EventSource),
 });
 
 // globalThis is an EventTarget in Workers (service-worker format uses
@@ -280,29 +283,9 @@ core.setHandledPromiseRejectionHandler((promise) => {
   dispatchRejection("rejectionhandled", { promise });
 });
 
-// workerd extends subtle.digest with MD5.
-{
-  const subtle = crypto.SubtleCrypto.prototype;
-  const digest = subtle.digest;
-  ObjectDefineProperty(subtle, "digest", {
-    configurable: true,
-    writable: true,
-    value: function digest2(algorithm, data) {
-      const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
-      if (typeof name === "string" && primordials.StringPrototypeToUpperCase(name) === "MD5") {
-        try {
-          const bytes = ArrayBuffer.isView(data)
-            ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
-            : new Uint8Array(data);
-          return primordials.PromiseResolve(core.ops.op_cellhost_md5(bytes).buffer);
-        } catch (e) {
-          return primordials.PromiseReject(e);
-        }
-      }
-      return primordials.FunctionPrototypeCall(digest, this, algorithm, data);
-    },
-  });
-}
+// workerd's Web Crypto additions (MD5, AES-GCM at any IV length, DigestStream,
+// timingSafeEqual).
+installCrypto(crypto);
 
 // workerd has no Request.cache (without a compatibility flag).
 delete request.Request.prototype.cache;

@@ -3,7 +3,7 @@
 // either. Deno's timers do the scheduling.
 import { core, primordials } from "ext:core/mod.js";
 
-const { SymbolToPrimitive, ObjectPrototypeIsPrototypeOf } = primordials;
+const { ObjectDefineProperty, SymbolDispose, SymbolToPrimitive, SymbolToStringTag, ObjectPrototypeIsPrototypeOf, TypeError } = primordials;
 // Called unbound: Deno's timers insist on `this` being undefined or globalThis.
 const {
   setTimeout: denoSetTimeout,
@@ -131,4 +131,43 @@ export function clearTimeout(t) {
 
 export function clearInterval(t) {
   cancel(+idOf(t));
+}
+
+// setImmediate (nodejs_compat) as workerd has it: a 0 ms timer in the same
+// queue as setTimeout(fn, 0), so the two run in call order; the Immediate
+// it returns is never "ref'd" and has no numeric value.
+class Immediate {
+  #id;
+  constructor(id) {
+    this.#id = id;
+  }
+  ref() {}
+  unref() {}
+  hasRef() {
+    return false;
+  }
+  [SymbolDispose]() {
+    cancel(this.#id);
+  }
+  static cancel(immediate) {
+    cancel(immediate.#id);
+  }
+}
+ObjectDefineProperty(Immediate.prototype, SymbolToStringTag, { value: "Immediate", configurable: true });
+
+export function setImmediate(callback, ...args) {
+  if (typeof callback !== "function") {
+    throw new TypeError("Failed to execute 'setImmediate' on 'ServiceWorkerGlobalScope': parameter 1 is not of type 'function'.");
+  }
+  const id = nextId++;
+  schedule(id, callback, 0, args, false);
+  return new Immediate(id);
+}
+
+export function clearImmediate(immediate) {
+  if (immediate === undefined || immediate === null) return;
+  if (!ObjectPrototypeIsPrototypeOf(Immediate.prototype, immediate)) {
+    throw new TypeError("Failed to execute 'clearImmediate' on 'ServiceWorkerGlobalScope': parameter 1 is not of type 'Immediate'.");
+  }
+  Immediate.cancel(immediate);
 }

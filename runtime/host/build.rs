@@ -3,7 +3,7 @@
 //! Extension sources are not embedded by deno_core any more, so the lazy
 //! files the snapshot did not evaluate (deno_node's polyfills among them) are
 //! embedded as a residual table, prepared as the snapshot would have seen
-//! them (`cellhost_node::transpile`).
+//! them (`prepare` below).
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use deno_core::ExtensionFileSourceCode;
 use deno_core::snapshot::{CreateSnapshotOptions, create_snapshot};
+use deno_core::{ModuleCodeString, ModuleName, SourceMapData};
+use deno_error::JsErrorBox;
 
 fn main() {
   let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
@@ -37,7 +39,7 @@ fn main() {
       startup_snapshot: None,
       skip_op_registration: false,
       extensions,
-      extension_transpiler: Some(std::rc::Rc::new(cellhost_node::transpile::transpile)),
+      extension_transpiler: Some(std::rc::Rc::new(transpile)),
       with_runtime_cb: None,
     },
     None,
@@ -61,8 +63,7 @@ fn main() {
       continue;
     }
     let text = std::fs::read_to_string(&path).unwrap();
-    let code = cellhost_node::transpile::prepare(&spec, &text)
-      .unwrap_or_else(|e| panic!("preparing {spec}: {e}"));
+    let code = prepare(&spec, &text).unwrap_or_else(|e| panic!("preparing {spec}: {e}"));
     let path = if code == text {
       PathBuf::from(path)
     } else {
@@ -81,4 +82,22 @@ fn main() {
   writeln!(code, "{js}];\n{esm}];").unwrap();
   std::fs::write(out.join("residual.rs"), code).unwrap();
   println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// The snapshot's `extension_transpiler`: every extension source as
+/// `prepare` leaves it.
+fn transpile(
+  name: ModuleName,
+  source: ModuleCodeString,
+) -> Result<(ModuleCodeString, Option<SourceMapData>), JsErrorBox> {
+  Ok((prepare(name.as_str(), source.as_str())?.into(), None))
+}
+
+/// deno_node's polyfills transpiled and given their private `Deno`,
+/// deno_crypto's key statics taken off the class a Worker can reach, and
+/// the edits to Deno's Web JS in cellhost_ext::sources.
+fn prepare(name: &str, source: &str) -> Result<String, JsErrorBox> {
+  let code = cellhost_node::transpile::prepare(name, source)?;
+  let code = cellhost_crypto::prepare(name, &code).unwrap_or(code);
+  Ok(cellhost_ext::sources::prepare(name, &code).unwrap_or(code))
 }

@@ -245,7 +245,8 @@ pub fn wait_port(addr: SocketAddr, timeout: Duration) -> bool {
 }
 
 /// A loopback HTTP server for outbound fetch tests: answers every request
-/// with a JSON echo of method, path, a few headers and the body.
+/// with a JSON echo of method, path, a few headers and the body (paths
+/// under /sse: a short server-sent event stream).
 pub fn upstream() -> SocketAddr {
   let l = TcpListener::bind("127.0.0.1:0").unwrap();
   let addr = l.local_addr().unwrap();
@@ -289,6 +290,16 @@ fn echo(mut s: TcpStream) -> std::io::Result<()> {
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body)?;
+    if path.starts_with("/sse") {
+      // A server-sent event stream (EventSource fixtures), then the end.
+      let events = "retry: 50\nid: 7\ndata: one\n\nevent: tick\ndata: t\n\n: a comment\ndata: two\ndata: lines\n\nid\ndata: three\r\n\r\n";
+      write!(
+        s,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{events}",
+        events.len()
+      )?;
+      continue;
+    }
     let json = format!(
       "{{\"method\":{:?},\"path\":{:?},\"x-test\":{:?},\"body\":{:?}}}",
       method,

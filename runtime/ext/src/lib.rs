@@ -3,7 +3,6 @@
 //! It is shared by the host's build script (which snapshots it) and the host
 //! itself, so both register the exact same op table.
 
-use deno_core::convert::Uint8Array;
 use deno_core::v8;
 
 mod actor;
@@ -14,6 +13,7 @@ mod http;
 mod id;
 mod replica;
 pub mod set;
+pub mod sources;
 mod sync;
 mod wake;
 pub mod ws;
@@ -40,7 +40,6 @@ deno_core::extension!(
     http::op_cellhost_respond_error,
     op_cellhost_log,
     op_cellhost_memory_pressure,
-    op_cellhost_md5,
     actor::op_do_id_from_name,
     actor::op_do_unique_id,
     actor::op_do_id_from_string,
@@ -108,14 +107,6 @@ fn op_cellhost_memory_pressure(isolate: &mut v8::Isolate) {
   unsafe {
     libc::malloc_trim(0);
   }
-}
-
-/// MD5 for `crypto.subtle.digest("MD5")`, which workerd offers beyond the
-/// Web Crypto algorithms (legacy APIs still ask for it).
-#[deno_core::op2]
-fn op_cellhost_md5(#[buffer] data: &[u8]) -> Uint8Array {
-  use md5::Digest;
-  md5::Md5::digest(data).to_vec().into()
 }
 
 /// console.* from a Worker: level 0 debug, 1 log/info, 2 warn, 3 error.

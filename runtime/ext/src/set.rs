@@ -14,6 +14,7 @@ pub fn extensions() -> Vec<Extension> {
     deno_web::deno_web::lazy_init(),
     deno_fetch::deno_fetch::lazy_init(),
     deno_crypto::deno_crypto::lazy_init(),
+    cellhost_crypto::cellhost_crypto::init(),
     host_ops_disabled(deno_net::deno_net::lazy_init()),
     deno_tls::deno_tls::init(),
     cellhost_html::cellhost_html::init(),

@@ -3,7 +3,7 @@
 // host before the Worker's code, only for a Worker with the flag. Each
 // module behind them is loaded on first use, so a Worker that never touches
 // them pays neither the start-up time nor the memory.
-import { core } from "ext:core/mod.js";
+import { core, internals } from "ext:core/mod.js";
 
 function lazy(name, load) {
   const define = (value) =>
@@ -30,8 +30,9 @@ const module = (specifier) => core.createLazyLoader(specifier)();
 export function install() {
   lazy("Buffer", () => module("node:buffer").Buffer);
   lazy("process", () => module("node:process").default);
-  lazy("setImmediate", () => module("node:timers").setImmediate);
-  lazy("clearImmediate", () => module("node:timers").clearImmediate);
+  // workerd's: 0 ms timers in setTimeout's queue (js/05_timers.js).
+  lazy("setImmediate", () => internals.workersTimers.setImmediate);
+  lazy("clearImmediate", () => internals.workersTimers.clearImmediate);
   Object.defineProperty(globalThis, "global", {
     value: globalThis,
     writable: true,

@@ -151,7 +151,7 @@ type Sys = sys_traits::impls::RealSys;
 /// runtime, so the denials are one middleware (on `cellhost_node`) that
 /// knows the denied ops by name: all of deno_io, deno_fs, deno_os and
 /// deno_process (files, terminals, the environment, processes, signals,
-/// exit), and deno_node's that reach the host (`reaches_host`).
+/// exit), and deno_node's that reach the host (everything not in `ALLOWED`).
 pub fn extensions() -> Vec<Extension> {
   let fs: deno_fs::FileSystemRc = std::rc::Rc::new(deno_fs::RealFs);
   let mut io = deno_io::deno_io::init(None);
@@ -179,7 +179,7 @@ pub fn extensions() -> Vec<Extension> {
     .copied()
     .collect::<Vec<_>>()
     .into();
-  denied.extend(node.ops.iter().map(|o| o.name).filter(|n| reaches_host(n)));
+  denied.extend(node.ops.iter().map(|o| o.name).filter(|n| !allowed(n)));
   let mut glue = cellhost_node::init();
   glue.middleware_fn = Some(Box::new(move |op: OpDecl| {
     if denied.contains(op.name) {
@@ -193,60 +193,91 @@ pub fn extensions() -> Vec<Extension> {
   all
 }
 
-/// deno_node's ops that reach the host: files, the host's resolver,
-/// processes and IPC, signals, terminals, listeners and raw sockets, V8
-/// flags, module hooks reading files, the inspector, worker threads.
-pub fn reaches_host(name: &str) -> bool {
-  // Read-only: constants, error names, and whether an inspector is attached
-  // (never: fetch() asks on every call once node:process is loaded).
-  const ALLOWED: [&str; 3] = [
-    "op_node_fs_constants",
-    "op_node_sys_to_uv_error",
-    "op_inspector_enabled",
-  ];
-  const DENIED: [&str; 40] = [
-    "_fs_",
-    "lchmod",
-    "lchown",
-    "lutimes",
-    "mkdtemp",
-    "_open",
-    "rmdir",
-    "statfs",
-    "pipe",
-    "fd_",
-    "_cp_",
-    "getaddrinfo",
-    "getnameinfo",
-    "dns",
-    "set_flags",
-    "module_hooks",
-    "default_resolve",
-    "spawn",
-    "child",
-    "ipc",
-    "kill",
-    "abort",
-    "tty",
-    "tcp",
-    "udp",
-    "listen",
-    "accept",
-    "inspector",
-    "worker",
-    "http2",
-    "require",
-    "signal",
-    "exit",
-    "chdir",
-    "wasi",
-    "sqlite",
-    "stdin",
-    "cwd",
-    "napi",
-    "dlopen",
-  ];
-  !ALLOWED.contains(&name) && DENIED.iter().any(|d| name.contains(d))
+/// The deno_node ops a Worker's polyfills may call: pure computation
+/// (buffers, encodings, IDNA, zlib checksums, V8 serialization, block
+/// lists, socket-address parsing), async ids, TLS over a socket the Worker
+/// already holds, and three read-only answers (constants, error names,
+/// "no inspector"). Every other op of deno_node is disabled: it reaches the
+/// host (files, the resolver, processes, user ids, priorities, signals,
+/// terminals, listeners, the inspector, heap snapshots, node:vm's compiler)
+/// or is new to us. An op a newer deno_node adds stays disabled until it is
+/// reviewed and listed here. Sorted (binary search; a test checks).
+pub const ALLOWED: &[&str] = &[
+  "op_blocklist_add_address",
+  "op_blocklist_add_range",
+  "op_blocklist_add_subnet",
+  "op_blocklist_check",
+  "op_blocklist_new",
+  "op_inspector_enabled",
+  "op_is_ascii",
+  "op_is_utf8",
+  "op_mark_as_untransferable",
+  "op_node_buffer_compare",
+  "op_node_buffer_compare_offset",
+  "op_node_build_os",
+  "op_node_call_is_from_dependency",
+  "op_node_encoding_slice",
+  "op_node_fs_constants",
+  "op_node_get_first_expression",
+  "op_node_get_own_non_index_properties",
+  "op_node_idna_domain_to_ascii",
+  "op_node_idna_domain_to_unicode",
+  "op_node_idna_punycode_decode",
+  "op_node_idna_punycode_encode",
+  "op_node_idna_punycode_to_ascii",
+  "op_node_idna_punycode_to_unicode",
+  "op_node_idna_to_ascii",
+  "op_node_in_npm_package",
+  "op_node_new_async_id",
+  "op_node_parse_env",
+  "op_node_parse_shell_args",
+  "op_node_strip_typescript_types",
+  "op_node_sys_to_uv_error",
+  "op_node_tls_handshake",
+  "op_node_tls_start",
+  "op_node_translate_cli_args",
+  "op_node_view_has_buffer",
+  "op_socket_address_get_serialization",
+  "op_socket_address_parse",
+  "op_stream_base_register_state",
+  "op_tls_canonicalize_ipv4_address",
+  "op_tls_peer_certificate",
+  "op_transcode",
+  "op_v8_cached_data_version_tag",
+  "op_v8_gc_profiler_new",
+  "op_v8_gc_profiler_start",
+  "op_v8_gc_profiler_stop",
+  "op_v8_get_heap_code_statistics",
+  "op_v8_get_heap_statistics",
+  "op_v8_get_wire_format_version",
+  "op_v8_new_deserializer",
+  "op_v8_new_serializer",
+  "op_v8_number_of_heap_spaces",
+  "op_v8_query_objects_count",
+  "op_v8_read_double",
+  "op_v8_read_header",
+  "op_v8_read_raw_bytes",
+  "op_v8_read_uint32",
+  "op_v8_read_uint64",
+  "op_v8_read_value",
+  "op_v8_release_buffer",
+  "op_v8_set_treat_array_buffer_views_as_host_objects",
+  "op_v8_transfer_array_buffer",
+  "op_v8_transfer_array_buffer_de",
+  "op_v8_update_heap_space_statistics",
+  "op_v8_write_double",
+  "op_v8_write_header",
+  "op_v8_write_raw_bytes",
+  "op_v8_write_uint32",
+  "op_v8_write_uint64",
+  "op_v8_write_value",
+  "op_vm_is_context",
+  "op_zlib_crc32",
+  "op_zlib_crc32_string",
+];
+
+pub fn allowed(name: &str) -> bool {
+  ALLOWED.binary_search(&name).is_ok()
 }
 
 /// Resource ids 0, 1 and 2 are a process's stdio in Deno, and deno_node's
@@ -262,5 +293,61 @@ pub fn reserve_stdio_ids(state: &mut deno_core::OpState) {
   }
   while state.resource_table.len() < 3 {
     state.resource_table.add(NoStdio);
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn node_ops() -> Vec<&'static str> {
+    let node =
+      deno_node::deno_node::init::<NoNpm, NoNpm, Sys>(None, std::rc::Rc::new(deno_fs::RealFs));
+    node.ops.iter().map(|o| o.name).collect()
+  }
+
+  #[test]
+  fn allow_list_is_sorted_and_names_real_ops() {
+    assert!(
+      ALLOWED.windows(2).all(|w| w[0] < w[1]),
+      "ALLOWED must stay sorted"
+    );
+    let ops = node_ops();
+    for name in ALLOWED {
+      assert!(
+        ops.contains(name),
+        "{name} is not an op of this deno_node (stale entry)"
+      );
+    }
+  }
+
+  #[test]
+  fn host_reaching_ops_stay_disabled() {
+    let ops = node_ops();
+    for name in [
+      "op_node_process_setuid",
+      "op_node_process_setgid",
+      "op_node_process_set_title",
+      "op_node_os_set_priority",
+      "op_node_load_env_file",
+      "op_homedir",
+      "op_cpus",
+      "op_node_os_user_info",
+      "op_v8_take_heap_snapshot",
+      "op_vm_compile_function",
+      "op_node_getaddrinfo",
+      "op_node_ipc_write_json",
+      "op_node_fs_read_sync",
+    ] {
+      assert!(ops.contains(&name), "{name}: renamed? update this test");
+      assert!(!allowed(name), "{name} reaches the host");
+    }
+    // Most of deno_node reaches the host; what a Worker may call is a minority.
+    assert!(
+      ALLOWED.len() * 2 < ops.len(),
+      "{} of {} allowed",
+      ALLOWED.len(),
+      ops.len()
+    );
   }
 }

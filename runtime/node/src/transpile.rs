@@ -8,17 +8,7 @@
 use std::path::Path;
 
 use deno_ast::{MediaType, ParseParams};
-use deno_core::{ModuleCodeString, ModuleName, SourceMapData};
 use deno_error::JsErrorBox;
-
-/// The snapshot's `extension_transpiler`.
-pub fn transpile(
-  name: ModuleName,
-  source: ModuleCodeString,
-) -> Result<(ModuleCodeString, Option<SourceMapData>), JsErrorBox> {
-  let code = prepare(name.as_str(), source.as_str())?;
-  Ok((code.into(), None))
-}
 
 /// One module's JavaScript, ready for the snapshot or the residual table.
 pub fn prepare(name: &str, source: &str) -> Result<String, JsErrorBox> {
@@ -46,6 +36,68 @@ pub fn prepare(name: &str, source: &str) -> Result<String, JsErrorBox> {
       .rfind("return {")
       .expect("_next_tick.ts ends by returning its exports");
     code.insert_str(at, "enableNextTick();\n");
+  }
+  if name.ends_with("deno_node/timers.ts") {
+    // node:timers' functions are the Worker's timers (js/05_timers.js), as
+    // on workerd: setImmediate is a 0 ms timer in setTimeout's queue, so
+    // immediates and zero-delay timeouts run in call order.
+    let timers = "__bootstrap.internals.workersTimers";
+    let mut edits = 0;
+    for (f, params) in [
+      ("setTimeout", "callback, timeout, ...args"),
+      ("setInterval", "callback, timeout, ...args"),
+      ("clearTimeout", "timeout"),
+      ("clearInterval", "timeout"),
+      ("clearImmediate", "immediate"),
+    ] {
+      let head = format!("function {f}({params}) {{");
+      if let Some(at) = code.find(&head) {
+        code.insert_str(
+          at + head.len(),
+          &format!("\n    return {timers}.{f}({params});"),
+        );
+        edits += 1;
+      }
+    }
+    for (from, to) in [
+      (
+        "return new Immediate(cb, ...new SafeArrayIterator(args));",
+        format!("return {timers}.setImmediate(cb, ...new SafeArrayIterator(args));"),
+      ),
+      (
+        ": new Immediate(()=>resolve(value));",
+        format!(": {timers}.setImmediate(()=>resolve(value));"),
+      ),
+    ] {
+      if code.contains(from) {
+        code = code.replacen(from, &to, 1);
+        edits += 1;
+      }
+    }
+    assert!(
+      edits == 7,
+      "deno_node's timers.ts changed shape ({edits} of 7 edits)"
+    );
+  }
+  if (name.starts_with("node:") || name.contains("deno_node/"))
+    && code.contains("class AsyncLocalStorage")
+  {
+    // workerd's AsyncLocalStorage has no enterWith() or disable(): a store
+    // only lives for the run() that set it.
+    let class = code
+      .find("class AsyncLocalStorage")
+      .expect("node:async_hooks has AsyncLocalStorage");
+    for m in ["enterWith", "disable"] {
+      let at = code[class..]
+        .find(&format!("{m}("))
+        .expect("AsyncLocalStorage method moved")
+        + class;
+      let body = code[at..].find('{').unwrap() + at + 1;
+      code.insert_str(
+        body,
+        &format!("\n    throw new Error(\"asyncLocalStorage.{m}() is not implemented\");"),
+      );
+    }
   }
   if name == "node:process" {
     // Hands the finished process object to js/deno.js (`internals` is

@@ -16,6 +16,7 @@ pub const WRAPPERS: &[(&str, &str)] = &[
   ),
   ("events", include_str!("../js/wrap/events.js")),
   ("net", include_str!("../js/wrap/net.js")),
+  ("os", include_str!("../js/wrap/os.js")),
   ("path", include_str!("../js/wrap/path.js")),
   (
     "stream/consumers",

@@ -1,0 +1,161 @@
+// workerd's Web Crypto beyond deno_crypto, installed on deno_crypto's
+// classes before the snapshot is taken: subtle.digest("MD5"), AES-GCM with
+// IVs of any length, subtle.timingSafeEqual and crypto.DigestStream. Every
+// other case goes to deno_crypto unchanged.
+import { core, internals, primordials } from "ext:core/mod.js";
+
+const {
+  ArrayBufferIsView,
+  FunctionPrototypeCall,
+  ObjectDefineProperty,
+  ObjectPrototypeIsPrototypeOf,
+  PromisePrototypeThen,
+  PromiseReject,
+  PromiseResolve,
+  StringPrototypeToUpperCase,
+  TypedArrayPrototypeSlice,
+  TypeError,
+  Uint8Array,
+  ArrayBufferPrototype,
+  SharedArrayBufferPrototype,
+} = primordials;
+const {
+  op_crypto_gcm,
+  op_crypto_md5,
+  op_crypto_digest_new,
+  op_crypto_digest_update,
+  op_crypto_digest_finish,
+  op_crypto_digest_drop,
+  op_crypto_timing_safe_equal,
+} = core.ops;
+
+// A BufferSource's bytes as a fresh copy (Web Crypto copies its inputs
+// when called), or undefined for anything else.
+function copyOf(data) {
+  if (ArrayBufferIsView(data)) {
+    return TypedArrayPrototypeSlice(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  }
+  if (ObjectPrototypeIsPrototypeOf(ArrayBufferPrototype, data) || ObjectPrototypeIsPrototypeOf(SharedArrayBufferPrototype, data)) {
+    return TypedArrayPrototypeSlice(new Uint8Array(data));
+  }
+  return undefined;
+}
+
+function upperName(algorithm) {
+  const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
+  return typeof name === "string" ? StringPrototypeToUpperCase(name) : undefined;
+}
+
+function define(object, name, value) {
+  ObjectDefineProperty(object, name, { configurable: true, writable: true, enumerable: false, value });
+}
+
+function settle(fn) {
+  try {
+    return PromiseResolve(fn());
+  } catch (e) {
+    return PromiseReject(e);
+  }
+}
+
+export function install(crypto) {
+  const { SubtleCrypto, CryptoKey } = crypto;
+  const subtle = SubtleCrypto.prototype;
+  const { digest, encrypt, decrypt } = subtle;
+  const keyBytes = (key) => internals.cryptoKeyStatics.exportNodeMaterial(key).data;
+
+  // AES-GCM at IV lengths deno_crypto refuses (all but 12 and 16 bytes).
+  // deno_crypto still checks everything but the IV: the same call with a
+  // 12-byte IV on an empty input (decrypt: a bare tag, which can only fail
+  // authentication) rejects exactly when the key, its usages or the tag
+  // length are wrong, with deno_crypto's error.
+  function gcmCase(algorithm, key, data) {
+    if (upperName(algorithm) !== "AES-GCM" || !ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) return;
+    const iv = copyOf(algorithm.iv);
+    if (iv === undefined || iv.length === 12 || iv.length === 16) return;
+    const bytes = copyOf(data);
+    if (bytes === undefined) return;
+    const aad = algorithm.additionalData === undefined ? new Uint8Array(0) : copyOf(algorithm.additionalData);
+    if (aad === undefined) return;
+    const tagLength = algorithm.tagLength === undefined ? 128 : algorithm.tagLength;
+    const probe = { name: "AES-GCM", iv: new Uint8Array(12), additionalData: aad, tagLength };
+    return { iv, bytes, aad, tagLength, probe };
+  }
+  const methods = {
+    digest(algorithm, data) {
+      if (upperName(algorithm) === "MD5") {
+        const bytes = copyOf(data);
+        if (bytes !== undefined) return settle(() => op_crypto_md5(bytes).buffer);
+      }
+      return FunctionPrototypeCall(digest, this, algorithm, data);
+    },
+
+    encrypt(algorithm, key, data) {
+      const c = gcmCase(algorithm, key, data);
+      if (c === undefined) return FunctionPrototypeCall(encrypt, this, algorithm, key, data);
+      return PromisePrototypeThen(
+        FunctionPrototypeCall(encrypt, this, c.probe, key, new Uint8Array(0)),
+        () => op_crypto_gcm(true, keyBytes(key), c.iv, c.aad, c.tagLength, c.bytes).buffer,
+      );
+    },
+    decrypt(algorithm, key, data) {
+      const c = gcmCase(algorithm, key, data);
+      if (c === undefined) return FunctionPrototypeCall(decrypt, this, algorithm, key, data);
+      const run = () => op_crypto_gcm(false, keyBytes(key), c.iv, c.aad, c.tagLength, c.bytes).buffer;
+      return PromisePrototypeThen(
+        FunctionPrototypeCall(decrypt, this, c.probe, key, new Uint8Array(16)),
+        run,
+        (e) => {
+          if (e?.name !== "OperationError") throw e;
+          return run();
+        },
+      );
+    },
+    timingSafeEqual(a, b) {
+      const x = copyOf(a);
+      const y = copyOf(b);
+      if (x === undefined || y === undefined) {
+        throw new TypeError("Failed to execute 'timingSafeEqual' on 'SubtleCrypto': parameters must be ArrayBuffer or ArrayBufferView.");
+      }
+      if (x.length !== y.length) {
+        throw new TypeError("Input buffers must have the same byte length.");
+      }
+      return op_crypto_timing_safe_equal(x, y);
+    },
+  };
+  for (const name of ["digest", "encrypt", "decrypt", "timingSafeEqual"]) define(subtle, name, methods[name]);
+
+  const { WritableStream } = core.loadExtScript("ext:deno_web/06_streams.js");
+  class DigestStream extends WritableStream {
+    #digest;
+    constructor(algorithm) {
+      const rid = op_crypto_digest_new(upperName(algorithm) ?? "");
+      let resolve, reject;
+      const digest = new primordials.Promise((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      super({
+        write(chunk) {
+          const bytes = copyOf(chunk);
+          if (bytes === undefined) throw new TypeError("DigestStream is a byte stream: write ArrayBuffer or ArrayBufferView chunks");
+          op_crypto_digest_update(rid, bytes);
+        },
+        close() {
+          resolve(op_crypto_digest_finish(rid).buffer);
+        },
+        abort(reason) {
+          op_crypto_digest_drop(rid);
+          reject(reason);
+        },
+      });
+      // An abandoned digest must not be an unhandled rejection.
+      PromisePrototypeThen(digest, undefined, () => {});
+      this.#digest = digest;
+    }
+    get digest() {
+      return this.#digest;
+    }
+  }
+  define(crypto.Crypto.prototype, "DigestStream", DigestStream);
+}
