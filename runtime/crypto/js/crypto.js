@@ -5,6 +5,11 @@
 import { core, internals, primordials } from "ext:core/mod.js";
 
 const {
+  ArrayFrom,
+  ArrayPrototypeFilter,
+  ArrayPrototypeIncludes,
+  ReflectApply,
+  SymbolIterator,
   ArrayBufferIsView,
   FunctionPrototypeCall,
   ObjectDefineProperty,
@@ -44,6 +49,18 @@ function copyOf(data) {
 function upperName(algorithm) {
   const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
   return typeof name === "string" ? StringPrototypeToUpperCase(name) : undefined;
+}
+
+const USAGE_ORDER = ["encrypt", "decrypt", "sign", "verify", "deriveKey", "deriveBits", "wrapKey", "unwrapKey"];
+
+// Known usages in workerd's order, once each; anything else is left for
+// deno_crypto's checks (a non-iterable, an unknown usage) to refuse.
+function canonicalUsages(usages) {
+  if (usages === null || typeof usages !== "object" || typeof usages[SymbolIterator] !== "function") return usages;
+  const given = ArrayFrom(usages);
+  const known = ArrayPrototypeFilter(USAGE_ORDER, (u) => ArrayPrototypeIncludes(given, u));
+  const unknown = ArrayPrototypeFilter(given, (u) => !ArrayPrototypeIncludes(USAGE_ORDER, u));
+  return [...new primordials.SafeArrayIterator(known), ...new primordials.SafeArrayIterator(unknown)];
 }
 
 function define(object, name, value) {
@@ -124,6 +141,27 @@ export function install(crypto) {
     },
   };
   for (const name of ["digest", "encrypt", "decrypt", "timingSafeEqual"]) define(subtle, name, methods[name]);
+
+  // Keys as workerd makes them: `extractable` by Web IDL's boolean
+  // conversion (any truthy value), and `usages` in the canonical order
+  // without duplicates (which also orders JWK key_ops). Which argument is
+  // which, for each method that makes a key.
+  const keyMakers = { importKey: [3, 4], generateKey: [1, 2], deriveKey: [3, 4], unwrapKey: [5, 6] };
+  for (const name in keyMakers) {
+    const original = subtle[name];
+    const [ext, use] = keyMakers[name];
+    const wrapped = {
+      [name](...args) {
+        if (args.length > use) {
+          args[ext] = !!args[ext];
+          args[use] = canonicalUsages(args[use]);
+        }
+        return ReflectApply(original, this, args);
+      },
+    }[name];
+    ObjectDefineProperty(wrapped, "length", { value: original.length });
+    define(subtle, name, wrapped);
+  }
 
   const { WritableStream } = core.loadExtScript("ext:deno_web/06_streams.js");
   class DigestStream extends WritableStream {
