@@ -36,7 +36,15 @@ const tries = {
     s.listen(Number(PORT_B), "127.0.0.1", () => ok("listening"));
   }),
   dns: () => dns.lookup("localhost"),
-  cpus: () => os.cpus(),
+  // workerd's fixed answers (cellhost's too) say nothing of the host.
+  hostInfo: () => {
+    const got = [os.cpus().length, os.hostname(), os.totalmem(), os.homedir(), JSON.stringify(os.userInfo()), os.loadavg().join()];
+    if (got.join() === "0,localhost,0,/tmp/,{},0,0,0") throw new Error("fixed");
+    return got;
+  },
+  setuid: () => process.setuid(0),
+  setgid: () => process.setgid(0),
+  loadEnvFile: () => process.loadEnvFile("/etc/hostname"),
   exit: () => process.exit(3),
   kill: () => process.kill(1, "SIGTERM"),
   chdir: () => process.chdir("/"),

@@ -171,12 +171,14 @@ fn missing_workers_apis_fail_loudly() {
   let f = write(
     &d,
     "w.js",
-    "export default { fetch() { const out = []; for (const n of ['EventSource']) { try { globalThis[n]; out.push('present') } catch (e) { out.push(e.message) } } return new Response(out.join('\\n')) } };",
+    "export default { fetch() { const out = []; try { EventSource.from(new ReadableStream()); out.push('present') } catch (e) { out.push(e.message) } return new Response(out.join('\\n')) } };",
   );
   let ch = Cellhost::start(&f, &[]);
   let body = get(ch.addr, "/").text();
   assert!(
-    body.contains("EventSource (server-sent events client) is not supported"),
+    body.contains(
+      "EventSource.from() (an EventSource over a ReadableStream) is not supported by cellhost yet"
+    ),
     "{body}"
   );
   let f2 = write(
