@@ -78,7 +78,8 @@ function settle(fn) {
 export function install(crypto) {
   const { SubtleCrypto, CryptoKey } = crypto;
   const subtle = SubtleCrypto.prototype;
-  const { digest, encrypt, decrypt } = subtle;
+  const { digest, encrypt, decrypt, verify } = subtle;
+  const { DOMException } = core.loadExtScript("ext:deno_web/01_dom_exception.js");
   const keyBytes = (key) => internals.cryptoKeyStatics.exportNodeMaterial(key).data;
 
   // AES-GCM at IV lengths deno_crypto refuses (all but 12 and 16 bytes).
@@ -128,6 +129,19 @@ export function install(crypto) {
         },
       );
     },
+    // workerd refuses an Ed25519 signature that is not 64 bytes (deno_crypto
+    // answers false).
+    verify(algorithm, key, signature, data) {
+      const sig = copyOf(signature);
+      if (
+        upperName(algorithm) === "ED25519" && sig !== undefined && sig.length !== 64 &&
+        ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key) && key.algorithm.name === "Ed25519" &&
+        ArrayPrototypeIncludes(key.usages, "verify")
+      ) {
+        return PromiseReject(new DOMException(`Invalid Ed25519 signature length ${sig.length}`, "OperationError"));
+      }
+      return FunctionPrototypeCall(verify, this, algorithm, key, signature, data);
+    },
     timingSafeEqual(a, b) {
       const x = copyOf(a);
       const y = copyOf(b);
@@ -140,7 +154,7 @@ export function install(crypto) {
       return op_crypto_timing_safe_equal(x, y);
     },
   };
-  for (const name of ["digest", "encrypt", "decrypt", "timingSafeEqual"]) define(subtle, name, methods[name]);
+  for (const name of ["digest", "encrypt", "decrypt", "verify", "timingSafeEqual"]) define(subtle, name, methods[name]);
 
   // Keys as workerd makes them: `extractable` by Web IDL's boolean
   // conversion (any truthy value), and `usages` in the canonical order
@@ -164,20 +178,29 @@ export function install(crypto) {
   }
 
   const { WritableStream } = core.loadExtScript("ext:deno_web/06_streams.js");
+  const { TextEncoder } = core.loadExtScript("ext:deno_web/08_text_encoding.js");
+  const utf8 = new TextEncoder();
   class DigestStream extends WritableStream {
     #digest;
+    #written = 0;
     constructor(algorithm) {
+      if (algorithm === undefined) {
+        throw new TypeError("Failed to construct 'DigestStream': 1 argument required, but only 0 present.");
+      }
       const rid = op_crypto_digest_new(upperName(algorithm) ?? "");
       let resolve, reject;
       const digest = new primordials.Promise((res, rej) => {
         resolve = res;
         reject = rej;
       });
+      let self;
       super({
         write(chunk) {
-          const bytes = copyOf(chunk);
-          if (bytes === undefined) throw new TypeError("DigestStream is a byte stream: write ArrayBuffer or ArrayBufferView chunks");
+          // workerd hashes a string chunk as its UTF-8 bytes.
+          const bytes = typeof chunk === "string" ? utf8.encode(chunk) : copyOf(chunk);
+          if (bytes === undefined) throw new TypeError("DigestStream is a byte stream: write strings, ArrayBuffers or ArrayBufferViews");
           op_crypto_digest_update(rid, bytes);
+          self.#written += bytes.length;
         },
         close() {
           resolve(op_crypto_digest_finish(rid).buffer);
@@ -187,6 +210,7 @@ export function install(crypto) {
           reject(reason);
         },
       });
+      self = this;
       // An abandoned digest must not be an unhandled rejection.
       PromisePrototypeThen(digest, undefined, () => {});
       this.#digest = digest;
@@ -194,6 +218,10 @@ export function install(crypto) {
     get digest() {
       return this.#digest;
     }
+    get bytesWritten() {
+      return this.#written;
+    }
   }
+  ObjectDefineProperty(DigestStream.prototype, primordials.SymbolToStringTag, { value: "DigestStream", configurable: true });
   define(crypto.Crypto.prototype, "DigestStream", DigestStream);
 }
