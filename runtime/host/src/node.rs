@@ -81,6 +81,11 @@ pub fn resolve(
   if referrer.starts_with(RAW) && specifier.starts_with("node:") {
     return Some(ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err));
   }
+  // A wrapper may import another wrapper (node:dns/promises shares
+  // node:dns's instance).
+  if referrer.starts_with(WRAPPED) && specifier.starts_with(WRAPPED) {
+    return Some(ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err));
+  }
   if referrer.starts_with(WRAPPED)
     && let Some(name) = specifier.strip_prefix("node:")
   {

@@ -14,7 +14,32 @@ pub const WRAPPERS: &[(&str, &str)] = &[
     "diagnostics_channel",
     include_str!("../js/wrap/diagnostics_channel.js"),
   ),
+  // DNS over HTTPS through the Worker's fetch, as workerd: no deno_node.
+  (
+    "dns",
+    concat!(
+      include_str!("../js/wrap/dns.js"),
+      include_str!("../js/wrap/dns_errors.js"),
+      include_str!("../js/wrap/dns_records.js"),
+      include_str!("../js/wrap/dns_api.js"),
+    ),
+  ),
+  ("dns/promises", include_str!("../js/wrap/dns_promises.js")),
   ("events", include_str!("../js/wrap/events.js")),
+  (
+    "http",
+    concat!(
+      include_str!("../js/wrap/http_client.js"),
+      include_str!("../js/wrap/http.js")
+    ),
+  ),
+  (
+    "https",
+    concat!(
+      include_str!("../js/wrap/http_client.js"),
+      include_str!("../js/wrap/https.js")
+    ),
+  ),
   ("net", include_str!("../js/wrap/net.js")),
   ("os", include_str!("../js/wrap/os.js")),
   ("path", include_str!("../js/wrap/path.js")),
