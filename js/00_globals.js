@@ -54,15 +54,6 @@ const request = core.loadExtScript("ext:deno_fetch/23_request.js");
 const response = core.loadExtScript("ext:deno_fetch/23_response.js");
 const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
 const eventSource = core.loadExtScript("ext:deno_fetch/27_eventsource.js");
-// workerd's EventSource.from(stream) parses a stream the Worker already has;
-// Deno's EventSource only opens URLs.
-ObjectDefineProperty(eventSource.EventSource, "from", {
-  configurable: true,
-  writable: true,
-  value: function from() {
-    throw new Error("EventSource.from() (an EventSource over a ReadableStream) is not supported by cellhost yet");
-  },
-});
 
 // The output gate covers outbound requests too: while writes made on this
 // isolate are not yet durable, a fetch() waits for them before it leaves.

@@ -168,19 +168,6 @@ fn uncaught_exception_logs_stack_and_returns_500() {
 #[test]
 fn missing_workers_apis_fail_loudly() {
   let d = tmpdir("missing");
-  let f = write(
-    &d,
-    "w.js",
-    "export default { fetch() { const out = []; try { EventSource.from(new ReadableStream()); out.push('present') } catch (e) { out.push(e.message) } return new Response(out.join('\\n')) } };",
-  );
-  let ch = Cellhost::start(&f, &[]);
-  let body = get(ch.addr, "/").text();
-  assert!(
-    body.contains(
-      "EventSource.from() (an EventSource over a ReadableStream) is not supported by cellhost yet"
-    ),
-    "{body}"
-  );
   let f2 = write(
     &d,
     "node.js",
