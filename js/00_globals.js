@@ -30,7 +30,7 @@ const webidl = core.loadExtScript("ext:deno_webidl/00_webidl.js");
 const event = core.loadExtScript("ext:deno_web/02_event.js");
 import * as timers from "ext:cellhost/05_timers.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
-import { spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
+import { currentEvent, spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
 import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
 import * as cacheApi from "ext:cellhost_cache/cache.js";
@@ -74,6 +74,8 @@ ObjectDefineProperty(gatedFetch, "name", { value: "fetch" });
 // nodejs_compat's setImmediate and node:timers' functions (runtime/node) are
 // these.
 internals.workersTimers = timers;
+// node:fs's per-request /tmp (runtime/node/js/fs) keys on the current event.
+internals.currentEvent = currentEvent;
 // EventSource's stream requests take the same path (runtime/ext/src/sources.rs).
 internals.eventSourceFetch = (mainFetch, req, signal) => {
   spendSubrequest();

@@ -25,6 +25,12 @@ export function withBudget(fn) {
   }
 }
 
+/** The current event's own object (undefined outside an event): state
+ * that lives for one event keys on it (node:fs's /tmp). */
+export function currentEvent() {
+  return current.get();
+}
+
 /** One more subrequest of the current event; throws past the limit. */
 export function spendSubrequest() {
   const budget = current.get();

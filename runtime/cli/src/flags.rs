@@ -26,6 +26,12 @@ const FLAGS: &[(&str, Option<&str>, Support)] = &[
   ("nodejs_compat_v2", Some("2026-08-04"), Support::Honoured),
   ("nodejs_als", None, Support::Honoured),
   (
+    "enable_nodejs_fs_module",
+    Some("2025-09-15"),
+    Support::Honoured,
+  ),
+  ("disable_nodejs_fs_module", None, Support::Honoured),
+  (
     "nodejs_compat_populate_process_env",
     Some("2025-04-01"),
     Support::Honoured,
@@ -101,7 +107,10 @@ pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeC
   if on {
     let populate_env = (flag("nodejs_compat_populate_process_env") || since("2025-04-01"))
       && !flag("nodejs_compat_do_not_populate_process_env");
-    NodeCompat::On { populate_env }
+    // workerd's node:fs from 2025-09-15 (enable_nodejs_fs_module).
+    let fs =
+      (flag("enable_nodejs_fs_module") || since("2025-09-15")) && !flag("disable_nodejs_fs_module");
+    NodeCompat::On { populate_env, fs }
   } else if flag("nodejs_als") {
     NodeCompat::AsyncLocalStorage
   } else {
@@ -124,12 +133,16 @@ mod tests {
     assert_eq!(
       nc(Some("2024-01-01"), &flags(&["nodejs_compat"])),
       NodeCompat::On {
-        populate_env: false
+        populate_env: false,
+        fs: false
       }
     );
     assert_eq!(
       nc(Some("2025-04-01"), &flags(&["nodejs_compat"])),
-      NodeCompat::On { populate_env: true }
+      NodeCompat::On {
+        populate_env: true,
+        fs: false
+      }
     );
     assert_eq!(
       nc(
@@ -137,7 +150,25 @@ mod tests {
         &flags(&["nodejs_compat_do_not_populate_process_env"])
       ),
       NodeCompat::On {
-        populate_env: false
+        populate_env: false,
+        fs: true
+      }
+    );
+    assert_eq!(
+      nc(Some("2026-09-01"), &flags(&["disable_nodejs_fs_module"])),
+      NodeCompat::On {
+        populate_env: true,
+        fs: false
+      }
+    );
+    assert_eq!(
+      nc(
+        Some("2025-01-01"),
+        &flags(&["nodejs_compat", "enable_nodejs_fs_module"])
+      ),
+      NodeCompat::On {
+        populate_env: false,
+        fs: true
       }
     );
     assert_eq!(

@@ -51,6 +51,7 @@ function upperName(algorithm) {
   return typeof name === "string" ? StringPrototypeToUpperCase(name) : undefined;
 }
 
+const JWK_MEMBERS = ["kty", "use", "key_ops", "alg", "ext", "crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "k", "pub", "priv"];
 const USAGE_ORDER = ["encrypt", "decrypt", "sign", "verify", "deriveKey", "deriveBits", "wrapKey", "unwrapKey"];
 
 // Known usages in workerd's order, once each; anything else is left for
@@ -78,7 +79,7 @@ function settle(fn) {
 export function install(crypto) {
   const { SubtleCrypto, CryptoKey } = crypto;
   const subtle = SubtleCrypto.prototype;
-  const { digest, encrypt, decrypt, verify } = subtle;
+  const { digest, encrypt, decrypt, sign, verify, exportKey } = subtle;
   const { DOMException } = core.loadExtScript("ext:deno_web/01_dom_exception.js");
   const keyBytes = (key) => internals.cryptoKeyStatics.exportNodeMaterial(key).data;
 
@@ -131,7 +132,11 @@ export function install(crypto) {
     },
     // workerd refuses an Ed25519 signature that is not 64 bytes (deno_crypto
     // answers false).
+    sign(algorithm, key, data) {
+      return FunctionPrototypeCall(sign, this, nodeEd(algorithm) ? "Ed25519" : algorithm, key, data);
+    },
     verify(algorithm, key, signature, data) {
+      if (nodeEd(algorithm)) algorithm = "Ed25519";
       const sig = copyOf(signature);
       if (
         upperName(algorithm) === "ED25519" && sig !== undefined && sig.length !== 64 &&
@@ -141,6 +146,19 @@ export function install(crypto) {
         return PromiseReject(new DOMException(`Invalid Ed25519 signature length ${sig.length}`, "OperationError"));
       }
       return FunctionPrototypeCall(verify, this, algorithm, key, signature, data);
+    },
+    // A JWK as workerd shapes it: every JWK member name, in its order, the
+    // unused ones undefined; EC keys carry no "alg", Ed25519 keys "EdDSA".
+    exportKey(format, key) {
+      const result = FunctionPrototypeCall(exportKey, this, format, key);
+      if (format !== "jwk") return result;
+      return PromisePrototypeThen(result, (jwk) => {
+        const out = {};
+        for (const name of JWK_MEMBERS) out[name] = jwk[name];
+        if (jwk.kty === "EC") out.alg = undefined;
+        if (jwk.kty === "OKP" && jwk.crv === "Ed25519") out.alg = "EdDSA";
+        return out;
+      });
     },
     timingSafeEqual(a, b) {
       const x = copyOf(a);
@@ -154,21 +172,43 @@ export function install(crypto) {
       return op_crypto_timing_safe_equal(x, y);
     },
   };
-  for (const name of ["digest", "encrypt", "decrypt", "verify", "timingSafeEqual"]) define(subtle, name, methods[name]);
+  for (const name of ["digest", "encrypt", "decrypt", "sign", "verify", "exportKey", "timingSafeEqual"]) {
+    define(subtle, name, methods[name]);
+  }
 
   // Keys as workerd makes them: `extractable` by Web IDL's boolean
   // conversion (any truthy value), and `usages` in the canonical order
   // without duplicates (which also orders JWK key_ops). Which argument is
   // which, for each method that makes a key.
-  const keyMakers = { importKey: [3, 4], generateKey: [1, 2], deriveKey: [3, 4], unwrapKey: [5, 6] };
+  // workerd's legacy NODE-ED25519 (older Discord-verification templates) is
+  // Ed25519 under another name: the key's algorithm says NODE-ED25519.
+  const nodeEd = (algorithm) => upperName(algorithm) === "NODE-ED25519";
+  const renamed = (key) => {
+    if (ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) {
+      ObjectDefineProperty(key, "algorithm", {
+        value: { name: "NODE-ED25519", namedCurve: "NODE-ED25519" },
+        configurable: true,
+        enumerable: false,
+      });
+    } else if (key) {
+      renamed(key.privateKey);
+      renamed(key.publicKey);
+    }
+    return key;
+  };
+  const keyMakers = { importKey: [2, 3, 4], generateKey: [0, 1, 2], deriveKey: [2, 3, 4], unwrapKey: [4, 5, 6] };
   for (const name in keyMakers) {
     const original = subtle[name];
-    const [ext, use] = keyMakers[name];
+    const [alg, ext, use] = keyMakers[name];
     const wrapped = {
       [name](...args) {
         if (args.length > use) {
           args[ext] = !!args[ext];
           args[use] = canonicalUsages(args[use]);
+        }
+        if (nodeEd(args[alg])) {
+          args[alg] = "Ed25519";
+          return PromisePrototypeThen(ReflectApply(original, this, args), renamed);
         }
         return ReflectApply(original, this, args);
       },

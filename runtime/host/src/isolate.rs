@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
+use std::path::Path;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -191,6 +192,21 @@ async fn boot(
     let mut state = state.borrow_mut();
     set::put_permissions(&mut state);
     cellhost_node::reserve_stdio_ids(&mut state);
+    if let crate::NodeCompat::On { .. } = spec.node {
+      let rules = spec.rules.clone();
+      let root = match &spec.base_dir {
+        Some(d) => d.canonicalize().unwrap_or_else(|_| d.clone()),
+        None => main.parent().map(Path::to_path_buf).unwrap_or_default(),
+      };
+      let main_rel = main
+        .strip_prefix(&root)
+        .ok()
+        .map(|p| p.to_string_lossy().replace('\\', "/"));
+      state.put(cellhost_node::bundle::Bundle::new(
+        root,
+        Box::new(move |name| Some(name) == main_rel.as_deref() || rules.kind_of(name).is_some()),
+      ));
+    }
     state.put(inbox.clone());
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
@@ -216,7 +232,7 @@ async fn boot(
     "env": spec.env,
     "isolate": index,
     "maxSubrequests": opts.max_subrequests,
-    "populateProcessEnv": spec.node == crate::NodeCompat::On { populate_env: true },
+    "populateProcessEnv": matches!(spec.node, crate::NodeCompat::On { populate_env: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,
       "className": d.class_name,

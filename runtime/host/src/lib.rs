@@ -68,8 +68,9 @@ pub enum NodeCompat {
   /// `nodejs_als`: only `node:async_hooks`.
   AsyncLocalStorage,
   /// `nodejs_compat`: the modules and globals; `process.env` holds the
-  /// Worker's text bindings when `populate_env`.
-  On { populate_env: bool },
+  /// Worker's text bindings when `populate_env`; `fs`: node:fs (workerd's
+  /// in-memory one) is there.
+  On { populate_env: bool, fs: bool },
 }
 
 impl WorkerSpec {

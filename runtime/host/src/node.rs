@@ -96,7 +96,16 @@ pub fn resolve(
     None if compat != NodeCompat::Off && MODULES.contains(&specifier) => (specifier, false),
     None => return None,
   };
+  // node:fs is workerd's in-memory file system (cellhost_node's own
+  // modules, not deno_node's), from 2025-09-15 or by flag.
+  let is_fs = matches!(name, "fs" | "fs/promises");
+  if is_fs && let NodeCompat::On { fs: true, .. } = compat {
+    return Some(Ok(
+      ModuleSpecifier::parse(&format!("node:cellhost/{name}")).expect("valid"),
+    ));
+  }
   let allowed = match compat {
+    NodeCompat::On { .. } if is_fs => false,
     NodeCompat::On { .. } => MODULES.contains(&name),
     NodeCompat::AsyncLocalStorage => name == "async_hooks",
     NodeCompat::Off => false,
@@ -114,6 +123,9 @@ pub fn resolve(
     NodeCompat::Off => "Node.js built-in modules need the `nodejs_compat` compatibility flag",
     NodeCompat::AsyncLocalStorage => {
       "`nodejs_als` gives only node:async_hooks; `nodejs_compat` gives the rest"
+    }
+    NodeCompat::On { .. } if is_fs => {
+      "node:fs needs a compatibility date from 2025-09-15 or the `enable_nodejs_fs_module` flag"
     }
     NodeCompat::On { .. } => "this Node.js module is not supported by workerd or cellhost",
   };
@@ -135,6 +147,7 @@ mod tests {
   fn node_imports_by_flag() {
     let on = NodeCompat::On {
       populate_env: false,
+      fs: true,
     };
     let resolve = |s: &str, c| resolve(s, "file:///w.js", c);
     assert_eq!(

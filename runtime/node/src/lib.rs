@@ -14,6 +14,7 @@ use std::collections::HashSet;
 
 use deno_core::{Extension, OpDecl, v8};
 
+pub mod bundle;
 #[cfg(feature = "build")]
 pub mod transpile;
 pub mod wrap;
@@ -87,6 +88,8 @@ deno_core::extension!(
     op_napi_open,
     op_bootstrap_color_depth,
     op_node_allow_codegen,
+    bundle::op_node_bundle_names,
+    bundle::op_node_bundle_read,
   ],
   esm_entry_point = "ext:cellhost_node/deno.js",
   esm = [dir "js", "deno.js"],
