@@ -7,6 +7,7 @@ import { core, internals, primordials } from "ext:core/mod.js";
 const {
   ArrayFrom,
   ArrayPrototypeFilter,
+  ArrayPrototypeFind,
   ArrayPrototypeIncludes,
   ReflectApply,
   SymbolIterator,
@@ -62,6 +63,28 @@ function canonicalUsages(usages) {
   const known = ArrayPrototypeFilter(USAGE_ORDER, (u) => ArrayPrototypeIncludes(given, u));
   const unknown = ArrayPrototypeFilter(given, (u) => !ArrayPrototypeIncludes(USAGE_ORDER, u));
   return [...new primordials.SafeArrayIterator(known), ...new primordials.SafeArrayIterator(unknown)];
+}
+
+const HASHES = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
+const CURVES = ["P-256", "P-384", "P-521"];
+const canonical = (list, name) =>
+  typeof name === "string" ? (ArrayPrototypeFind(list, (n) => n === StringPrototypeToUpperCase(name)) ?? name) : name;
+
+// workerd matches hash and curve names case-insensitively and keeps the
+// canonical spelling in key.algorithm ("sha-256" -> "SHA-256", "p-256").
+function canonicalNames(algorithm) {
+  if (algorithm === null || typeof algorithm !== "object") return algorithm;
+  const { hash, namedCurve } = algorithm;
+  const fixedHash = typeof hash === "string" ? canonical(HASHES, hash)
+    : hash !== null && typeof hash === "object" && typeof hash.name === "string"
+    ? { ...hash, name: canonical(HASHES, hash.name) }
+    : hash;
+  const fixedCurve = canonical(CURVES, namedCurve);
+  if (fixedHash === hash && fixedCurve === namedCurve) return algorithm;
+  const copy = { __proto__: algorithm };
+  if (hash !== undefined) copy.hash = fixedHash;
+  if (namedCurve !== undefined) copy.namedCurve = fixedCurve;
+  return copy;
 }
 
 function define(object, name, value) {
@@ -183,17 +206,30 @@ export function install(crypto) {
   // workerd's legacy NODE-ED25519 (older Discord-verification templates) is
   // Ed25519 under another name: the key's algorithm says NODE-ED25519.
   const nodeEd = (algorithm) => upperName(algorithm) === "NODE-ED25519";
-  const renamed = (key) => {
-    if (ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) {
-      ObjectDefineProperty(key, "algorithm", {
-        value: { name: "NODE-ED25519", namedCurve: "NODE-ED25519" },
-        configurable: true,
-        enumerable: false,
-      });
-    } else if (key) {
-      renamed(key.privateKey);
-      renamed(key.publicKey);
+  // key.algorithm as workerd builds it: the legacy name kept, and HMAC and
+  // RSA members in workerd's order (JSON.stringify(key.algorithm) shows it).
+  // An own property of the key shadows deno_crypto's getter.
+  const ORDERS = {
+    HMAC: ["name", "hash", "length"],
+    RSA: ["name", "modulusLength", "publicExponent", "hash"],
+  };
+  const shape = (legacy) => (key) => {
+    if (!ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) {
+      if (key?.privateKey !== undefined) {
+        shape(legacy)(key.privateKey);
+        shape(legacy)(key.publicKey);
+      }
+      return key;
     }
+    const a = key.algorithm;
+    const order = ORDERS[a.name] ?? (a.modulusLength !== undefined ? ORDERS.RSA : undefined);
+    let value;
+    if (legacy) value = { name: "NODE-ED25519", namedCurve: "NODE-ED25519" };
+    else if (order !== undefined) {
+      value = {};
+      for (const m of order) if (a[m] !== undefined) value[m] = a[m];
+    } else return key;
+    ObjectDefineProperty(key, "algorithm", { value, configurable: true, enumerable: false });
     return key;
   };
   const keyMakers = { importKey: [2, 3, 4], generateKey: [0, 1, 2], deriveKey: [2, 3, 4], unwrapKey: [4, 5, 6] };
@@ -206,11 +242,10 @@ export function install(crypto) {
           args[ext] = !!args[ext];
           args[use] = canonicalUsages(args[use]);
         }
-        if (nodeEd(args[alg])) {
-          args[alg] = "Ed25519";
-          return PromisePrototypeThen(ReflectApply(original, this, args), renamed);
-        }
-        return ReflectApply(original, this, args);
+        args[alg] = canonicalNames(args[alg]);
+        const legacy = nodeEd(args[alg]);
+        if (legacy) args[alg] = "Ed25519";
+        return PromisePrototypeThen(ReflectApply(original, this, args), shape(legacy));
       },
     }[name];
     ObjectDefineProperty(wrapped, "length", { value: original.length });
