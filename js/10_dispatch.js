@@ -124,6 +124,8 @@ export function prepare(configJson) {
       if (typeof config.env[k] === "string") internals.cellhostNodeEnv.set(k, config.env[k]);
     }
   }
+  // process.cwd()/chdir() work on node:fs's directories when node:fs is on.
+  internals.cellhostNodeFs = config.nodeFs;
 }
 
 // Called once by the host after the main module evaluated. `ns` is the module

@@ -20,6 +20,9 @@
 //!                                     unless `// @kv-class Class`), unique key
 //!                                     `<fixture name>-<Class>` on both runtimes
 //!   `// @divergence TEXT`             a documented, accepted difference (not compared)
+//!   `// @isolates N`                  cellhost's isolate count (default 2; 1 when the
+//!                                     fixture keeps state across requests, as
+//!                                     workerd's single isolate does)
 //!
 //! `FIXTURES=SUBSTRING` runs only the fixtures whose names contain it.
 
@@ -43,6 +46,7 @@ struct Fixture {
   vars: Vec<(String, String)>,
   dos: Vec<(String, String)>,
   kv_classes: Vec<String>,
+  isolates: String,
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -82,6 +86,7 @@ fn fixtures() -> Vec<Fixture> {
       vars: vec![],
       dos: vec![],
       kv_classes: vec![],
+      isolates: "2".into(),
     };
     for line in src.lines() {
       let Some(d) = line.trim().strip_prefix("// @") else {
@@ -113,11 +118,13 @@ fn fixtures() -> Vec<Fixture> {
           f.dos.push((k.trim().into(), v.trim().into()));
         }
         "kv-class" => f.kv_classes.push(rest.trim().into()),
+        "isolates" => f.isolates = rest.trim().to_string(),
+        "divergence" => {}
         "var" => {
           let (k, v) = rest.split_once('=').unwrap();
           f.vars.push((k.trim().into(), v.trim().into()));
         }
-        _ => {}
+        other => panic!("{}: unknown directive // @{other}", f.name),
       }
     }
     if f.requests.is_empty() {
@@ -358,7 +365,7 @@ fn fixtures_match_workerd() {
     let data = tmp.join(format!("{}-data", f.name));
     let ch = Cellhost::start(
       &cellhost_dir(f, &upstream, &tmp),
-      &["--isolates", "2", "--data", data.to_str().unwrap()],
+      &["--isolates", &f.isolates, "--data", data.to_str().unwrap()],
     );
     for (method, path, body) in &f.requests {
       let headers: Vec<(&str, &str)> = f

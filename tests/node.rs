@@ -12,7 +12,8 @@ use std::net::TcpListener;
 use support::*;
 
 /// Every way out that deno_node's polyfills would take in Deno: each must
-/// fail in the Worker, and the ports it tried must still be free.
+/// fail in the Worker (or stay in node:fs's in-memory file system), and the
+/// ports it tried must still be free.
 const ESCAPES: &str = r#"
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -22,6 +23,10 @@ import dns from "node:dns/promises";
 import os from "node:os";
 const tries = {
   readFile: () => fs.readFileSync("/etc/hostname", "utf8"),
+  // node:fs is workerd's in-memory file system: its /tmp takes the write
+  // (the host's /tmp must not), its root is its own, `..` stays inside.
+  escapeBundle: () => fs.readFileSync("/bundle/../../etc/hostname", "utf8"),
+  symlinkOut: () => { fs.symlinkSync("/etc/hostname", "/tmp/link"); return fs.readFileSync("/tmp/link", "utf8"); },
   readFileAsync: () => fsp.readFile("/etc/hostname", "utf8"),
   writeFile: () => fs.writeFileSync("/tmp/cellhost-node-escape", "x"),
   readdir: () => fs.readdirSync("/"),
@@ -84,9 +89,19 @@ fn node_modules_reach_nothing_of_the_host() {
   let r = get(ch.addr, "/");
   assert_eq!(r.status, 200, "{}", r.text());
   let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+  // What the in-memory file system answers (none of it the host's).
+  let virtual_fs = [
+    ("writeFile", "REACHED 1"),
+    ("readdir", "REACHED [\"bundle\",\"tmp\",\"dev\"]"),
+    ("chdir", "REACHED undefined"),
+  ];
   for (k, got) in v.as_object().unwrap() {
     if k != "env" {
-      assert_eq!(got, "denied", "{k}: {}", r.text());
+      let want = virtual_fs
+        .iter()
+        .find(|(n, _)| n == k)
+        .map_or("denied", |(_, w)| *w);
+      assert_eq!(got, want, "{k}: {}", r.text());
     }
   }
   // workerd puts the text bindings in process.env, not the others.
@@ -111,7 +126,7 @@ fn compatibility_flags_decide_what_node_is_there() {
     export default {
       async fetch() {
         const out = { globals: [typeof Buffer, typeof process, typeof setImmediate] };
-        for (const m of ["node:buffer", "node:async_hooks", "node:child_process"]) {
+        for (const m of ["node:buffer", "node:async_hooks", "node:child_process", "node:fs"]) {
           try { await import(m); out[m] = "ok"; } catch (e) { out[m] = e.message; }
         }
         return Response.json(out);
@@ -173,4 +188,24 @@ fn compatibility_flags_decide_what_node_is_there() {
       .contains("node:child_process"),
     "{on}"
   );
+  // node:fs (workerd's in-memory one) from 2025-09-15, or by its flag.
+  assert!(
+    on["node:fs"]
+      .as_str()
+      .unwrap()
+      .contains("enable_nodejs_fs_module"),
+    "{on}"
+  );
+  let fs = run(
+    "node-fs-flag",
+    "2025-01-01",
+    "compatibility_flags = [\"nodejs_compat\", \"enable_nodejs_fs_module\"]\n",
+  );
+  assert_eq!(fs["node:fs"], "ok", "{fs}");
+  let dated = run(
+    "node-fs-date",
+    "2025-09-15",
+    "compatibility_flags = [\"nodejs_compat\"]\n",
+  );
+  assert_eq!(dated["node:fs"], "ok", "{dated}");
 }

@@ -233,6 +233,7 @@ async fn boot(
     "isolate": index,
     "maxSubrequests": opts.max_subrequests,
     "populateProcessEnv": matches!(spec.node, crate::NodeCompat::On { populate_env: true, .. }),
+    "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,
       "className": d.class_name,

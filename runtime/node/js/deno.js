@@ -109,11 +109,19 @@ internals.cellhostProcessLoaded = (process) => {
   // workerd's process.nextTick is a microtask, in order with promise
   // callbacks (Node and Deno run the whole tick queue before them).
   process.nextTick = (callback, ...args) => queueMicrotask(() => callback(...args));
-  // A Worker's working directory is workerd's bundle directory; it has no
-  // other to change to.
-  process.cwd = () => "/bundle";
-  process.chdir = () => {
-    throw new Error("process.chdir() is not supported in a Worker (cellhost)");
+  // A Worker's working directory is node:fs's (workerd: /bundle at the
+  // start of each request; chdir() changes it for the request). Without
+  // node:fs it stays /bundle.
+  const fsCwd = () => {
+    core.createLazyLoader("node:cellhost/fs")();
+    return internals.cellhostFsCwd;
+  };
+  process.cwd = () => (internals.cellhostNodeFs ? fsCwd().cwd() : "/bundle");
+  process.chdir = (directory) => {
+    if (!internals.cellhostNodeFs) {
+      throw new Error("process.chdir() needs node:fs (a compatibility date from 2025-09-15 or enable_nodejs_fs_module)");
+    }
+    return fsCwd().chdir(directory);
   };
   // The bootstrap binds node's stdio streams onto the global console;
   // workerd's console has no such properties, and a Worker no stdio.

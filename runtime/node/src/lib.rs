@@ -101,6 +101,21 @@ deno_core::extension!(
     // `extensions`): workerd's export names (see src/wrap.rs).
     "node:util" = "wrap/util.js",
     "node:url" = "wrap/url.js",
+    // node:fs, workerd's in-memory file system (node:fs resolves here:
+    // runtime/host/src/node.rs; a Worker cannot name these).
+    "node:cellhost/fs" = "fs/node_fs.js",
+    "node:cellhost/fs/promises" = "fs/node_fs_promises.js",
+    "fs/vfs.js",
+    "fs/callback.js",
+    "fs/core.js",
+    "fs/cp.js",
+    "fs/nodes.js",
+    "fs/errors.js",
+    "fs/glob.js",
+    "fs/promises.js",
+    "fs/streams.js",
+    "fs/sync.js",
+    "fs/utils.js",
   ],
   lazy_loaded_js = [
     dir "js",
