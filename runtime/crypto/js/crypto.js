@@ -27,6 +27,7 @@ const {
 } = primordials;
 const {
   op_crypto_gcm,
+  op_crypto_ctr,
   op_crypto_md5,
   op_crypto_digest_new,
   op_crypto_digest_update,
@@ -107,21 +108,40 @@ export function install(crypto) {
   const keyBytes = (key) => internals.cryptoKeyStatics.exportNodeMaterial(key).data;
 
   // AES-GCM at IV lengths deno_crypto refuses (all but 12 and 16 bytes).
-  // deno_crypto still checks everything but the IV: the same call with a
+  // deno_crypto still checks the key and its usages: the same call with a
   // 12-byte IV on an empty input (decrypt: a bare tag, which can only fail
-  // authentication) rejects exactly when the key, its usages or the tag
-  // length are wrong, with deno_crypto's error.
+  // authentication) rejects exactly when they are wrong, with deno_crypto's
+  // error; the tag length is checked by the op.
+  // Tags other than 128 bits are ours too: deno_crypto fails to decrypt
+  // with a shorter one, and reads a null tagLength as the default (workerd:
+  // 0, refused).
   function gcmCase(algorithm, key, data) {
     if (upperName(algorithm) !== "AES-GCM" || !ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) return;
     const iv = copyOf(algorithm.iv);
-    if (iv === undefined || iv.length === 12 || iv.length === 16) return;
+    const otherTag = algorithm.tagLength !== undefined && algorithm.tagLength !== 128;
+    if (iv === undefined || ((iv.length === 12 || iv.length === 16) && !otherTag)) return;
     const bytes = copyOf(data);
     if (bytes === undefined) return;
     const aad = algorithm.additionalData === undefined ? new Uint8Array(0) : copyOf(algorithm.additionalData);
     if (aad === undefined) return;
-    const tagLength = algorithm.tagLength === undefined ? 128 : algorithm.tagLength;
-    const probe = { name: "AES-GCM", iv: new Uint8Array(12), additionalData: aad, tagLength };
+    const tagLength = algorithm.tagLength === undefined ? 128 : +algorithm.tagLength;
+    const probe = { name: "AES-GCM", iv: new Uint8Array(12), additionalData: aad };
     return { iv, bytes, aad, tagLength, probe };
+  }
+  // AES-CTR at counter lengths deno_crypto refuses (workerd: 1 to 128
+  // bits); deno_crypto checks the rest with a 64-bit length on empty input.
+  function ctrCase(algorithm, key, data) {
+    if (upperName(algorithm) !== "AES-CTR" || !ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) return;
+    const length = algorithm.length;
+    if (typeof length !== "number" || length === 32 || length === 64 || length === 128 || !(length >= 1 && length <= 128)) return;
+    const counter = copyOf(algorithm.counter);
+    const bytes = copyOf(data);
+    if (counter === undefined || bytes === undefined) return;
+    return (original, self) =>
+      PromisePrototypeThen(
+        FunctionPrototypeCall(original, self, { name: "AES-CTR", counter, length: 64 }, key, new Uint8Array(0)),
+        () => op_crypto_ctr(keyBytes(key), counter, length, bytes).buffer,
+      );
   }
   const methods = {
     digest(algorithm, data) {
@@ -133,6 +153,8 @@ export function install(crypto) {
     },
 
     encrypt(algorithm, key, data) {
+      const ctr = ctrCase(algorithm, key, data);
+      if (ctr !== undefined) return ctr(encrypt, this);
       const c = gcmCase(algorithm, key, data);
       if (c === undefined) return FunctionPrototypeCall(encrypt, this, algorithm, key, data);
       return PromisePrototypeThen(
@@ -141,6 +163,8 @@ export function install(crypto) {
       );
     },
     decrypt(algorithm, key, data) {
+      const ctr = ctrCase(algorithm, key, data);
+      if (ctr !== undefined) return ctr(decrypt, this);
       const c = gcmCase(algorithm, key, data);
       if (c === undefined) return FunctionPrototypeCall(decrypt, this, algorithm, key, data);
       const run = () => op_crypto_gcm(false, keyBytes(key), c.iv, c.aad, c.tagLength, c.bytes).buffer;

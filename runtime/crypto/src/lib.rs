@@ -1,5 +1,5 @@
 //! workerd's Web Crypto beyond what deno_crypto gives: AES-GCM with IVs of
-//! any length (`gcm`), `subtle.digest("MD5")`, `crypto.DigestStream` and
+//! any length (`gcm`), AES-CTR with any counter length (`aes_ctr`), `subtle.digest("MD5")`, `crypto.DigestStream` and
 //! `subtle.timingSafeEqual`. The JS side (`js/crypto.js`) wraps
 //! deno_crypto's `SubtleCrypto` and leaves every other case to it.
 
@@ -9,6 +9,7 @@ use std::rc::Rc;
 use deno_core::{OpState, Resource, ResourceId, op2};
 use deno_error::JsErrorBox;
 
+pub mod aes_ctr;
 pub mod gcm;
 
 /// Deno's DOMException classes (registered by deno_web).
@@ -37,6 +38,26 @@ fn op_crypto_gcm(
     ),
     Failed if encrypt => dom("OperationError", "AES-GCM encryption failed."),
     Failed => dom("OperationError", "Decryption failed."),
+  })
+}
+
+/// AES-CTR at a counter length deno_crypto refuses (all but 32, 64, 128).
+#[op2]
+#[buffer]
+fn op_crypto_ctr(
+  #[buffer] key: &[u8],
+  #[buffer] counter: &[u8],
+  #[smi] length: u32,
+  #[buffer] data: &[u8],
+) -> Result<Vec<u8>, JsErrorBox> {
+  use aes_ctr::CtrError::*;
+  aes_ctr::apply(key, counter, length, data).map_err(|e| match e {
+    KeyLength => dom("OperationError", "Invalid AES-CTR key length."),
+    CounterLength => dom("OperationError", "Invalid AES-CTR counter or length."),
+    TooLong => dom(
+      "OperationError",
+      "Input is too long for the AES-CTR counter length.",
+    ),
   })
 }
 
@@ -175,6 +196,7 @@ deno_core::extension!(
   deps = [deno_web, deno_crypto],
   ops = [
     op_crypto_gcm,
+    op_crypto_ctr,
     op_crypto_md5,
     op_crypto_digest_new,
     op_crypto_digest_update,
