@@ -6,6 +6,8 @@ import { core, internals, primordials } from "ext:core/mod.js";
 
 const {
   ArrayFrom,
+  MathCeil,
+  ObjectKeys,
   ArrayPrototypeFilter,
   ArrayPrototypeFind,
   ArrayPrototypeIncludes,
@@ -14,6 +16,7 @@ const {
   ArrayBufferIsView,
   FunctionPrototypeCall,
   ObjectDefineProperty,
+  ObjectGetOwnPropertyDescriptor,
   ObjectPrototypeIsPrototypeOf,
   PromisePrototypeThen,
   PromiseReject,
@@ -232,11 +235,23 @@ export function install(crypto) {
   const nodeEd = (algorithm) => upperName(algorithm) === "NODE-ED25519";
   // key.algorithm as workerd builds it: the legacy name kept, and HMAC and
   // RSA members in workerd's order (JSON.stringify(key.algorithm) shows it).
-  // An own property of the key shadows deno_crypto's getter.
   const ORDERS = {
     HMAC: ["name", "hash", "length"],
     RSA: ["name", "modulusLength", "publicExponent", "hash"],
   };
+  // And as workerd has them, a key's usages, algorithm, extractable and
+  // type are its own enumerable data properties (JSON.stringify(key) shows
+  // them; read-only, but algorithm and usages are plain, mutable copies).
+  // deno_crypto's getters, taken off the prototype (workerd's has only its
+  // constructor): every key a Worker can get is shaped here.
+  const get = {};
+  for (const name of ["usages", "algorithm", "extractable", "type"]) {
+    const getter = ObjectGetOwnPropertyDescriptor(CryptoKey.prototype, name).get;
+    get[name] = (key) => FunctionPrototypeCall(getter, key);
+    delete CryptoKey.prototype[name];
+  }
+  const copyMember = (v) =>
+    ArrayBufferIsView(v) ? TypedArrayPrototypeSlice(v) : v !== null && typeof v === "object" ? { ...v } : v;
   const shape = (legacy) => (key) => {
     if (!ObjectPrototypeIsPrototypeOf(CryptoKey.prototype, key)) {
       if (key?.privateKey !== undefined) {
@@ -245,18 +260,47 @@ export function install(crypto) {
       }
       return key;
     }
-    const a = key.algorithm;
-    const order = ORDERS[a.name] ?? (a.modulusLength !== undefined ? ORDERS.RSA : undefined);
-    let value;
-    if (legacy) value = { name: "NODE-ED25519", namedCurve: "NODE-ED25519" };
-    else if (order !== undefined) {
-      value = {};
-      for (const m of order) if (a[m] !== undefined) value[m] = a[m];
-    } else return key;
-    ObjectDefineProperty(key, "algorithm", { value, configurable: true, enumerable: false });
+    const a = get.algorithm(key);
+    let algorithm;
+    if (legacy) algorithm = { name: "NODE-ED25519", namedCurve: "NODE-ED25519" };
+    else {
+      const order = ORDERS[a.name] ?? (a.modulusLength !== undefined ? ORDERS.RSA : ObjectKeys(a));
+      algorithm = {};
+      for (const m of new primordials.SafeArrayIterator(order)) if (a[m] !== undefined) algorithm[m] = copyMember(a[m]);
+    }
+    const own = {
+      usages: [...new primordials.SafeArrayIterator(get.usages(key))],
+      algorithm,
+      extractable: get.extractable(key),
+      type: get.type(key),
+    };
+    for (const name of ["usages", "algorithm", "extractable", "type"]) {
+      ObjectDefineProperty(key, name, { value: own[name], writable: false, enumerable: true, configurable: true });
+    }
     return key;
   };
+  const statics = internals.cryptoKeyStatics;
+  const importSync = statics.importSync;
+  statics.importSync = (...args) => shape(false)(ReflectApply(importSync, undefined, args));
   const keyMakers = { importKey: [2, 3, 4], generateKey: [0, 1, 2], deriveKey: [2, 3, 4], unwrapKey: [4, 5, 6] };
+  // deriveBits to a length that is not whole bytes: the bits past it are
+  // zero, as the spec and workerd have them.
+  {
+    const deriveBits = subtle.deriveBits;
+    const wrapped = {
+      deriveBits(algorithm, baseKey, length) {
+        const result = ReflectApply(deriveBits, this, arguments);
+        if (typeof length !== "number" || length % 8 === 0) return result;
+        return PromisePrototypeThen(result, (buffer) => {
+          const bytes = new Uint8Array(buffer);
+          if (bytes.length > 0) bytes[bytes.length - 1] &= (0xff << (8 - (length % 8))) & 0xff;
+          return buffer;
+        });
+      },
+    }.deriveBits;
+    ObjectDefineProperty(wrapped, "length", { value: deriveBits.length });
+    define(subtle, "deriveBits", wrapped);
+  }
   for (const name in keyMakers) {
     const original = subtle[name];
     const [alg, ext, use] = keyMakers[name];
@@ -267,6 +311,16 @@ export function install(crypto) {
           args[use] = canonicalUsages(args[use]);
         }
         args[alg] = canonicalNames(args[alg]);
+        // An HMAC key of a length that is not whole bytes: the bits past it
+        // are zero (workerd, and the spec).
+        if (name === "importKey" && args[0] === "raw" && upperName(args[alg]) === "HMAC") {
+          const bits = args[alg].length;
+          const bytes = copyOf(args[1]);
+          if (typeof bits === "number" && bits % 8 !== 0 && bytes !== undefined && bytes.length === MathCeil(bits / 8)) {
+            bytes[bytes.length - 1] &= (0xff << (8 - (bits % 8))) & 0xff;
+            args[1] = bytes;
+          }
+        }
         const legacy = nodeEd(args[alg]);
         if (legacy) args[alg] = "Ed25519";
         return PromisePrototypeThen(ReflectApply(original, this, args), shape(legacy));
