@@ -15,28 +15,45 @@ const {
 const { op_defer, op_cellhost_log } = core.ops;
 
 // Our own ids over two schedulers: Deno's timers (a millisecond wheel), and
-// for a one-shot timer of 0 ms (or none) the next macrotask, as workerd fires
+// for a one-shot timer of at most 1 ms the next macrotask, as workerd fires
 // it, with no millisecond floor (an app awaiting setTimeout(0) per message
-// must not wait 1-2 ms each time).
+// must not wait 1-2 ms each time). Those run in workerd's order: its clock
+// stands still while JavaScript runs, so every pending 0 ms timer comes
+// before every pending 1 ms one (setTimeout(fn) without a delay is 1 ms),
+// each group in call order. Each macrotask runs the first pending one.
 let nextId = 1;
 const active = new primordials.SafeMap();
+const due = [[], []]; // pending fast timers: 0 ms, then 1 ms
+const head = [0, 0];
 
-function runFast(id, rec, callback, args) {
-  if (active.get(id) !== rec) return; // cleared meanwhile
-  active.delete(id);
+function runFast() {
+  const q = head[0] < due[0].length ? 0 : 1;
+  const entry = due[q][head[q]];
+  due[q][head[q]++] = undefined;
+  if (head[q] === due[q].length) {
+    due[q].length = 0;
+    head[q] = 0;
+  }
+  if (entry === undefined || active.get(entry.id) !== entry.rec) return; // cleared meanwhile
+  active.delete(entry.id);
+  const previous = core.getAsyncContext();
+  core.setAsyncContext(entry.context);
   try {
-    callback(...args);
+    entry.callback(...entry.args);
   } catch (e) {
     op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
+  } finally {
+    core.setAsyncContext(previous);
   }
 }
 
 function schedule(id, callback, delay, args, repeat) {
-  const ms = +delay;
-  if (!repeat && !(ms > 0)) {
+  const ms = delay === undefined ? 1 : +delay;
+  if (!repeat && !(ms > 1)) {
     const rec = { fast: true };
     active.set(id, rec);
-    op_defer().then(() => runFast(id, rec, callback, args));
+    due[ms >= 1 ? 1 : 0].push({ id, rec, callback, args, context: core.getAsyncContext() });
+    op_defer().then(runFast);
     return;
   }
   const f = repeat ? denoSetInterval : denoSetTimeout;
@@ -115,7 +132,7 @@ function checkCallback(callback) {
   throw e;
 }
 
-export function setTimeout(callback, delay = 0, ...args) {
+export function setTimeout(callback, delay, ...args) {
   checkCallback(callback);
   return new Timeout(false, callback, delay, args);
 }
