@@ -27,6 +27,12 @@ import {
   validateWriteArgs,
 } from "ext:cellhost_node/fs/utils.js";
 
+// Node's optional middle argument: (path, callback) or (path, options,
+// callback); `missing` stands in for the options left out.
+function optionsOr(optionsOrCallback, callback, missing) {
+  return typeof optionsOrCallback === "function" ? [missing, optionsOrCallback] : [optionsOrCallback, callback];
+}
+
 export function createCallback(ctx, sync) {
   const { cffs, normalizePath, v } = ctx;
 
@@ -52,12 +58,7 @@ export function createCallback(ctx, sync) {
 
   function access(path, modeOrCallback = C.F_OK, callback) {
     let mode;
-    if (typeof modeOrCallback === "function") {
-      callback = modeOrCallback;
-      mode = C.F_OK;
-    } else {
-      mode = modeOrCallback;
-    }
+    [mode, callback] = optionsOr(modeOrCallback, callback, C.F_OK);
     const { path: p, mode: m } = v.validateAccessArgs(path, mode);
     errorOnly(() => sync.accessSyncImpl(p, m, true), callback);
   }
@@ -68,12 +69,7 @@ export function createCallback(ctx, sync) {
 
   function appendFile(path, data, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { encoding: "utf8", mode: 0o666, flag: "a", flush: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { encoding: "utf8", mode: 0o666, flag: "a", flush: false });
     writeFile(path, data, options, callback);
   }
 
@@ -98,12 +94,7 @@ export function createCallback(ctx, sync) {
 
   function copyFile(src, dest, modeOrCallback = 0, callback) {
     let mode;
-    if (typeof modeOrCallback === "function") {
-      callback = modeOrCallback;
-      mode = 0;
-    } else {
-      mode = modeOrCallback;
-    }
+    [mode, callback] = optionsOr(modeOrCallback, callback, 0);
     const s = normalizePath(src);
     const d = normalizePath(dest);
     validateOneOf(mode, "mode", [0, C.COPYFILE_EXCL, C.COPYFILE_FICLONE_FORCE, C.COPYFILE_FICLONE]);
@@ -114,12 +105,7 @@ export function createCallback(ctx, sync) {
 
   function cp(src, dest, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     const opts = sync.validateCpOptions(options);
     src = normalizePath(src);
     dest = normalizePath(dest);
@@ -146,12 +132,7 @@ export function createCallback(ctx, sync) {
 
   function fstat(fd, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { bigint: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { bigint: false });
     v.validateStatArgs(fd, options, true);
     singleArg(() => sync.fstatSync(fd, options), callback);
   }
@@ -163,12 +144,7 @@ export function createCallback(ctx, sync) {
 
   function ftruncate(fd, lenOrCallback, callback) {
     let len;
-    if (typeof lenOrCallback === "function") {
-      callback = lenOrCallback;
-      len = 0;
-    } else {
-      len = lenOrCallback;
-    }
+    [len, callback] = optionsOr(lenOrCallback, callback, 0);
     fd = getValidatedFd(fd);
     validateUint32(len, "len");
     errorOnly(() => sync.ftruncateSync(fd, len), callback);
@@ -210,36 +186,21 @@ export function createCallback(ctx, sync) {
 
   function lstat(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { bigint: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { bigint: false });
     const { pathOrFd, bigint, throwIfNoEntry } = v.validateStatArgs(path, options);
     singleArg(() => sync.lstatSync(pathOrFd, { bigint, throwIfNoEntry }), callback);
   }
 
   function mkdir(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     const { path: p, recursive } = v.validateMkDirArgs(path, options);
     singleArg(() => sync.mkdirSync(p, { recursive }), callback);
   }
 
   function mkdtemp(prefix, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     if (typeof options === "string" || options == null) options = { encoding: options };
     validateObject(options, "options");
     const { encoding = null } = options;
@@ -270,12 +231,7 @@ export function createCallback(ctx, sync) {
 
   function opendir(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { encoding: "utf8", bufferSize: 32, recursive: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { encoding: "utf8", bufferSize: 32, recursive: false });
     const { path: p, encoding, recursive } = v.validateOpendirArgs(path, options);
     singleArg(() => sync.opendirSync(p, { encoding, recursive }), callback);
   }
@@ -358,12 +314,7 @@ export function createCallback(ctx, sync) {
 
   function readdir(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { encoding: "utf8", withFileTypes: false, recursive: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { encoding: "utf8", withFileTypes: false, recursive: false });
     const { path: p, recursive, withFileTypes, encoding } = v.validateReaddirArgs(path, options);
     singleArg(() => sync.readdirSync(p, { recursive, withFileTypes, encoding }), callback);
   }
@@ -378,24 +329,14 @@ export function createCallback(ctx, sync) {
 
   function readFile(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     ({ options } = encodingOptions(options, null));
     singleArg(() => sync.readFileSync(path, options), callback);
   }
 
   function readlink(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     if (typeof options === "string" || options == null) options = { encoding: options };
     const p = normalizePath(path);
     const { encoding } = encodingOptions(options, "utf8");
@@ -419,12 +360,7 @@ export function createCallback(ctx, sync) {
 
   function realpath(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     const { encoding } = encodingOptions(options, "utf8");
     const p = normalizePath(path);
     singleArg(() => sync.realpathSync(p, { encoding }), callback);
@@ -452,36 +388,21 @@ export function createCallback(ctx, sync) {
 
   function rm(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     const { path: p, recursive, force } = v.validateRmArgs(path, options);
     errorOnly(() => sync.rmSync(p, { recursive, force }), callback);
   }
 
   function stat(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { bigint: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { bigint: false });
     const { pathOrFd, bigint, throwIfNoEntry } = v.validateStatArgs(path, options);
     singleArg(() => sync.statSync(pathOrFd, { bigint, throwIfNoEntry }), callback);
   }
 
   function statfs(path, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { bigint: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { bigint: false });
     const p = normalizePath(path);
     if (options !== undefined) {
       validateObject(options, "options");
@@ -493,12 +414,7 @@ export function createCallback(ctx, sync) {
 
   function symlink(target, path, typeOrCallback, callback) {
     let type;
-    if (typeof typeOrCallback === "function") {
-      callback = typeOrCallback;
-      type = null;
-    } else {
-      type = typeOrCallback;
-    }
+    [type, callback] = optionsOr(typeOrCallback, callback, null);
     const t = normalizePath(target);
     const p = normalizePath(path);
     if (type != null) validateOneOf(type, "type", ["dir", "file", "junction", null]);
@@ -507,12 +423,7 @@ export function createCallback(ctx, sync) {
 
   function truncate(path, lenOrCallback, callback) {
     let len;
-    if (typeof lenOrCallback === "function") {
-      callback = lenOrCallback;
-      len = 0;
-    } else {
-      len = lenOrCallback;
-    }
+    [len, callback] = optionsOr(lenOrCallback, callback, 0);
     const p = normalizePath(path);
     validateUint32(len, "len");
     errorOnly(() => sync.truncateSync(p, len), callback);
@@ -572,12 +483,7 @@ export function createCallback(ctx, sync) {
 
   function writeFile(path, data, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = { encoding: "utf8", mode: 0o666, flag: "w", flush: false };
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, { encoding: "utf8", mode: 0o666, flag: "w", flush: false });
     const { path: p, data: d, append, exclusive } = v.validateWriteFileArgs(path, data, options);
     singleArg(() => cffs.writeAll(p, d, { append, exclusive }), callback);
   }
@@ -611,12 +517,7 @@ export function createCallback(ctx, sync) {
 
   function glob(pattern, optionsOrCallback, callback) {
     let options;
-    if (typeof optionsOrCallback === "function") {
-      callback = optionsOrCallback;
-      options = {};
-    } else {
-      options = optionsOrCallback;
-    }
+    [options, callback] = optionsOr(optionsOrCallback, callback, {});
     if (callback === undefined) throw new ERR_INVALID_ARG_TYPE("callback", ["function"], callback);
     singleArg(() => sync.globSync(pattern, options), callback);
   }
