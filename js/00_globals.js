@@ -56,19 +56,21 @@ const fetchMod = core.loadExtScript("ext:deno_fetch/26_fetch.js");
 const eventSource = core.loadExtScript("ext:deno_fetch/27_eventsource.js");
 
 // The output gate covers outbound requests too: while writes made on this
-// isolate are not yet durable, a fetch() waits for them before it leaves.
+// isolate are not yet durable, a request waits for them before it leaves.
+// Every outbound request of an event spends its budget and holds one of its
+// connections (`start` makes the request).
 const { op_cell_gate_pending, op_cell_sync } = core.ops;
+function outbound(start) {
+  spendSubrequest();
+  return withConnection(() => (op_cell_gate_pending() ? op_cell_sync().then(start) : start()));
+}
 const realFetch = fetchMod.fetch;
 function gatedFetch(input, init) {
   try {
-    spendSubrequest();
+    return outbound(() => realFetch(input, init));
   } catch (e) {
     return primordials.PromiseReject(e);
   }
-  return withConnection(() => {
-    if (op_cell_gate_pending()) return op_cell_sync().then(() => realFetch(input, init));
-    return realFetch(input, init);
-  });
 }
 ObjectDefineProperty(gatedFetch, "name", { value: "fetch" });
 // nodejs_compat's setImmediate and node:timers' functions (runtime/node) are
@@ -77,13 +79,7 @@ internals.workersTimers = timers;
 // node:fs's per-request /tmp (runtime/node/js/fs) keys on the current event.
 internals.currentEvent = currentEvent;
 // EventSource's stream requests take the same path (runtime/ext/src/sources.rs).
-internals.eventSourceFetch = (mainFetch, req, signal) => {
-  spendSubrequest();
-  return withConnection(() => {
-    if (op_cell_gate_pending()) return op_cell_sync().then(() => mainFetch(req, true, signal));
-    return mainFetch(req, true, signal);
-  });
-};
+internals.eventSourceFetch = (mainFetch, req, signal) => outbound(() => mainFetch(req, true, signal));
 
 // console.* goes to the host log (tracing), not straight to stdout, and
 // without terminal colours.

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
-use std::path::Path;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -168,13 +167,15 @@ async fn boot(
     .main
     .canonicalize()
     .map_err(|e| format!("{}: {e}", spec.main.display()))?;
+  let loader = Rc::new(Loader::new(
+    &main,
+    spec.base_dir.as_deref(),
+    spec.rules.clone(),
+    spec.node,
+  )?);
+  let root = loader.root().to_path_buf();
   let mut js = JsRuntime::try_new(RuntimeOptions {
-    module_loader: Some(Rc::new(Loader::new(
-      &main,
-      spec.base_dir.as_deref(),
-      spec.rules.clone(),
-      spec.node,
-    )?)),
+    module_loader: Some(loader),
     custom_module_evaluation_cb: Some(Box::new(module_value)),
     extensions: set::extensions(),
     startup_snapshot: Some(SNAPSHOT),
@@ -194,10 +195,6 @@ async fn boot(
     cellhost_node::reserve_stdio_ids(&mut state);
     if let crate::NodeCompat::On { .. } = spec.node {
       let rules = spec.rules.clone();
-      let root = match &spec.base_dir {
-        Some(d) => d.canonicalize().unwrap_or_else(|_| d.clone()),
-        None => main.parent().map(Path::to_path_buf).unwrap_or_default(),
-      };
       let main_rel = main
         .strip_prefix(&root)
         .ok()

@@ -91,6 +91,12 @@ impl Loader {
     })
   }
 
+  /// The Worker's module directory (canonical): module names are relative
+  /// to it.
+  pub fn root(&self) -> &Path {
+    &self.root
+  }
+
   /// The canonical path of `specifier` if it is a module of this Worker.
   fn module_path(&self, specifier: &ModuleSpecifier) -> Option<PathBuf> {
     if specifier.scheme() != "file" {

@@ -82,7 +82,11 @@ pub fn op_node_bundle_read(state: &OpState, #[string] name: &str) -> Result<Vec<
   let bundle = state
     .try_borrow::<Bundle>()
     .ok_or_else(|| JsErrorBox::generic("no bundle"))?;
-  if !bundle.names().iter().any(|n| n == name) {
+  if bundle
+    .names()
+    .binary_search_by(|n| n.as_str().cmp(name))
+    .is_err()
+  {
     return Err(JsErrorBox::generic(format!(
       "{name} is not a module of this Worker"
     )));
