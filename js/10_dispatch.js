@@ -12,6 +12,7 @@ import { kOwner } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
+import { assetsBinding } from "ext:cellhost_assets/assets.js";
 
 const {
   ArrayPrototypeFilter,
@@ -116,6 +117,7 @@ export function prepare(configJson) {
   for (let i = 0; i < config.durableObjects.length; i++) {
     config.env[config.durableObjects[i].binding] = makeNamespace(i);
   }
+  if (config.assetsBinding) config.env[config.assetsBinding] = assetsBinding();
   setModuleEnv(config.env);
   // nodejs_compat's process.env: the text bindings (workerd leaves out the
   // others), when the compatibility flags populate it.

@@ -56,6 +56,10 @@ fn build(name: &str) -> (PathBuf, PathBuf) {
     std::fs::copy(&p, served.join(&file)).unwrap();
   }
   let main = main.expect("wrangler wrote a .js bundle");
+  // Static assets are not part of the bundle: served from beside it.
+  if copy.join("public").is_dir() {
+    copy_dir(&copy.join("public"), &served.join("public"));
+  }
   let config = std::fs::read_to_string(copy.join("wrangler.toml")).unwrap();
   let config: String = config
     .lines()
@@ -198,6 +202,11 @@ fn partyserver_chat_room_as_on_wrangler_dev() {
 #[test]
 fn hono_app_with_a_durable_object_as_on_wrangler_dev() {
   same_on_both("hono");
+}
+
+#[test]
+fn spa_chat_with_static_assets_as_on_wrangler_dev() {
+  same_on_both("spa-chat");
 }
 
 #[test]

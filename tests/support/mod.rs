@@ -176,11 +176,53 @@ pub fn request(
   req.push_str("\r\n");
   s.write_all(req.as_bytes())?;
   s.write_all(body)?;
+  // Read until the response is complete, not until the peer closes: some
+  // servers (wrangler dev) keep the connection a while after `close`.
   let mut raw = Vec::new();
-  s.read_to_end(&mut raw)?;
+  let mut buf = [0u8; 16384];
+  loop {
+    let n = s.read(&mut buf)?;
+    if n == 0 {
+      break;
+    }
+    raw.extend_from_slice(&buf[..n]);
+    if response_complete(&raw, method == "HEAD") {
+      break;
+    }
+  }
   parse_response(&raw).ok_or_else(|| {
     std::io::Error::other(format!("bad response: {:?}", String::from_utf8_lossy(&raw)))
   })
+}
+
+/// Whether `raw` holds a whole response: its head, then the body its
+/// framing announces (none for HEAD, 1xx, 204 and 304).
+fn response_complete(raw: &[u8], head_request: bool) -> bool {
+  let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+    return false;
+  };
+  let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+  let status: u16 = head
+    .split(' ')
+    .nth(1)
+    .and_then(|s| s.parse().ok())
+    .unwrap_or(0);
+  if head_request || status < 200 || status == 204 || status == 304 {
+    return true;
+  }
+  let body = &raw[end + 4..];
+  let header = |name: &str| {
+    head
+      .split("\r\n")
+      .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+  };
+  if header("transfer-encoding:").is_some_and(|v| v.contains("chunked")) {
+    return dechunk(body).is_some();
+  }
+  match header("content-length:").and_then(|v| v.parse::<usize>().ok()) {
+    Some(n) => body.len() >= n,
+    None => false,
+  }
 }
 
 pub fn get(addr: SocketAddr, path: &str) -> Resp {

@@ -30,6 +30,7 @@ struct WranglerConfig {
   migrations: Vec<Migration>,
   rules: Vec<RuleConfig>,
   base_dir: Option<String>,
+  assets: Option<AssetsSection>,
   /// Every file under the base directory can be imported here, so wrangler's
   /// `find_additional_modules` and `no_bundle` change nothing; read so they
   /// are not reported as unknown.
@@ -70,6 +71,101 @@ fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleR
     tracing::warn!("{}: {w}", file.display());
   }
   Ok(Arc::new(rules))
+}
+
+/// `[assets]`; a key wrangler does not have is refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssetsSection {
+  directory: Option<String>,
+  binding: Option<String>,
+  html_handling: Option<String>,
+  not_found_handling: Option<String>,
+  run_worker_first: Option<Value>,
+}
+
+/// The assets section resolved against the config's directory and flags.
+fn assets(
+  file: &Path,
+  dir: &Path,
+  section: &AssetsSection,
+  has_worker: bool,
+  date: Option<&str>,
+  flags: &[String],
+) -> anyhow::Result<cellhost_assets::Assets> {
+  use cellhost_assets::{AssetsConfig, HtmlHandling, NotFound, RunWorkerFirst};
+  let at = |what: String| anyhow::anyhow!("{}: assets.{what}", file.display());
+  let Some(directory) = &section.directory else {
+    bail!(
+      "{}: assets.directory is missing (the folder of files to serve)",
+      file.display()
+    );
+  };
+  let html_handling = match section.html_handling.as_deref() {
+    None | Some("auto-trailing-slash") => HtmlHandling::AutoTrailingSlash,
+    Some("force-trailing-slash") => HtmlHandling::ForceTrailingSlash,
+    Some("drop-trailing-slash") => HtmlHandling::DropTrailingSlash,
+    Some("none") => HtmlHandling::None,
+    Some(other) => {
+      return Err(at(format!(
+        "html_handling = {other:?}: expected \"auto-trailing-slash\", \"force-trailing-slash\", \"drop-trailing-slash\" or \"none\""
+      )));
+    }
+  };
+  let not_found_handling = match section.not_found_handling.as_deref() {
+    None | Some("none") => NotFound::None,
+    Some("single-page-application") => NotFound::SinglePageApplication,
+    Some("404-page") => NotFound::Page404,
+    Some(other) => {
+      return Err(at(format!(
+        "not_found_handling = {other:?}: expected \"single-page-application\", \"404-page\" or \"none\""
+      )));
+    }
+  };
+  let run_worker_first = match &section.run_worker_first {
+    None | Some(Value::Bool(false)) => RunWorkerFirst::No,
+    Some(Value::Bool(true)) => {
+      if section.binding.is_none() {
+        tracing::warn!(
+          "{}: run_worker_first = true without an assets binding: every request runs the Worker, which cannot reach the assets (set assets.binding)",
+          file.display()
+        );
+      }
+      RunWorkerFirst::Yes
+    }
+    Some(Value::Array(list)) => {
+      let rules: Option<Vec<String>> = list.iter().map(|v| v.as_str().map(String::from)).collect();
+      let rules = rules.ok_or_else(|| at("run_worker_first: expected strings".into()))?;
+      RunWorkerFirst::patterns(&rules).map_err(|e| at(format!("run_worker_first: {e}")))?
+    }
+    Some(other) => {
+      return Err(at(format!(
+        "run_worker_first = {other}: expected a boolean or an array of route patterns"
+      )));
+    }
+  };
+  if !has_worker && !matches!(run_worker_first, RunWorkerFirst::No) {
+    bail!(
+      "{}: Cannot set run_worker_first without a Worker script (`main`)",
+      file.display()
+    );
+  }
+  let flag = |f: &str| flags.iter().any(|x| x == f);
+  let navigation_prefers_assets = !flag("assets_navigation_has_no_effect")
+    && (flag("assets_navigation_prefers_asset_serving") || date.is_some_and(|d| d >= "2025-04-01"));
+  let (assets, warnings) = cellhost_assets::Assets::load(AssetsConfig {
+    directory: dir.join(directory),
+    html_handling,
+    not_found_handling,
+    run_worker_first,
+    navigation_prefers_assets,
+    has_worker,
+  })
+  .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+  for w in warnings {
+    tracing::warn!("{}: {w}", file.display());
+  }
+  Ok(assets)
 }
 
 #[derive(Deserialize, Default)]
@@ -178,6 +274,12 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   };
   crate::keys::check(&file, &cfg.other)?;
   let Some(main) = cfg.main else {
+    if cfg.assets.is_some() {
+      bail!(
+        "{}: `main` is missing: an assets-only Worker (assets without a Worker script) is not supported by cellhost yet; add a `main` that answers what the assets do not",
+        file.display()
+      );
+    }
     bail!(
       "{}: `main` is missing (the Worker's entry file)",
       file.display()
@@ -211,6 +313,25 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.rules = rules;
   worker.spec.node =
     crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  if let Some(section) = &cfg.assets {
+    let a = assets(
+      &file,
+      dir,
+      section,
+      true,
+      cfg.compatibility_date.as_deref(),
+      &cfg.compatibility_flags,
+    )?;
+    tracing::info!(
+      "assets: {} files from {}",
+      a.len(),
+      dir
+        .join(section.directory.as_deref().unwrap_or(""))
+        .display()
+    );
+    worker.spec.assets = Some(Arc::new(a));
+    worker.spec.assets_binding = section.binding.clone();
+  }
   if let Some(base) = &cfg.base_dir {
     let base = dir.join(base);
     let base =
@@ -279,6 +400,8 @@ fn spec(
       rules: Default::default(),
       base_dir: None,
       node: Default::default(),
+      assets: None,
+      assets_binding: None,
     },
   })
 }

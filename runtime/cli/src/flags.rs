@@ -43,6 +43,12 @@ const FLAGS: &[(&str, Option<&str>, Support)] = &[
   ),
   ("no_nodejs_compat", None, Support::Always),
   ("no_nodejs_compat_v2", None, Support::Always),
+  (
+    "assets_navigation_prefers_asset_serving",
+    Some("2025-04-01"),
+    Support::Honoured,
+  ),
+  ("assets_navigation_has_no_effect", None, Support::Honoured),
   ("js_rpc", None, Support::Always),
   ("rpc", None, Support::Always),
   (

@@ -13,7 +13,6 @@ const REFUSED: &[(&str, &str)] = &[
   ("d1_databases", "D1 database bindings"),
   ("services", "service bindings"),
   ("queues", "Queues producers and consumers"),
-  ("assets", "static assets"),
   ("site", "Workers Sites"),
   ("ai", "the Workers AI binding"),
   ("vectorize", "Vectorize bindings"),

@@ -154,6 +154,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   cellhost_host::set_egress(args.egress);
   let mut worker = config::load(&args.path, &args.data)?;
   let fleet = match (&args.bucket, &args.node) {
+    (Some(_), Some(_)) if worker.spec.assets.is_some() => {
+      anyhow::bail!(
+        "`assets` is not supported in bucket mode yet: the directory would be served from this node's disk only (run without --bucket, or serve the files from R2)"
+      )
+    }
     (Some(url), Some(node)) => {
       let opts = cellhost_bucket::BucketOptions {
         endpoint: args.endpoint.clone(),
@@ -186,7 +191,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   let limits = cellhost_server::Limits {
     max_body_bytes: args.max_body_mb.saturating_mul(1 << 20),
   };
-  let listeners = cellhost_server::Listeners::bind(args.listen, isolates, limits)?;
+  let listeners =
+    cellhost_server::Listeners::bind(args.listen, isolates, limits, worker.spec.assets.clone())?;
   let opts = cellhost_host::PoolOptions {
     isolates,
     cpu_limit: Duration::from_millis(args.cpu_ms),

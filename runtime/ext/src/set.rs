@@ -24,6 +24,7 @@ pub fn extensions() -> Vec<Extension> {
   .chain([
     cellhost_sockets::cellhost_sockets::init(),
     cellhost_cache::cellhost_cache::init(),
+    cellhost_assets::binding::cellhost_assets::init(),
     crate::cellhost::init(),
   ])
   .collect()

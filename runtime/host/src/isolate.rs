@@ -208,6 +208,9 @@ async fn boot(
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
     state.put(cellhost_cache::CacheStore::for_dir(&spec.data_dir));
+    if let Some(assets) = &spec.assets {
+      state.put(assets.clone());
+    }
     if let Some(wake) = wake {
       state.put(wake.clone());
     }
@@ -230,6 +233,7 @@ async fn boot(
     "isolate": index,
     "maxSubrequests": opts.max_subrequests,
     "populateProcessEnv": matches!(spec.node, crate::NodeCompat::On { populate_env: true, .. }),
+    "assetsBinding": spec.assets_binding,
     "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,

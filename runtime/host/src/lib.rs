@@ -57,6 +57,10 @@ pub struct WorkerSpec {
   pub base_dir: Option<PathBuf>,
   /// What of Node.js the compatibility flags give the Worker.
   pub node: NodeCompat,
+  /// Static assets (served before the Worker by the server) and the name
+  /// of their binding in `env`, if any.
+  pub assets: Option<std::sync::Arc<cellhost_assets::Assets>>,
+  pub assets_binding: Option<String>,
 }
 
 /// Node.js compatibility as the compatibility flags and date decide it.

@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use socket2::{Domain, Socket, Type};
 use tokio::sync::oneshot;
 
+use cellhost_assets::Assets;
 use cellhost_ext::ReplyStream;
 
 mod head;
@@ -42,12 +43,18 @@ pub struct Listeners {
   pub addr: SocketAddr,
   sockets: Mutex<Vec<Option<TcpListener>>>,
   limits: Limits,
+  assets: Option<Arc<Assets>>,
 }
 
 impl Listeners {
   /// Binds `n` listeners on `addr` with SO_REUSEPORT. Port 0 picks one port
   /// for all of them.
-  pub fn bind(mut addr: SocketAddr, n: usize, limits: Limits) -> anyhow::Result<Arc<Self>> {
+  pub fn bind(
+    mut addr: SocketAddr,
+    n: usize,
+    limits: Limits,
+    assets: Option<Arc<Assets>>,
+  ) -> anyhow::Result<Arc<Self>> {
     let mut sockets = Vec::new();
     for _ in 0..n.max(1) {
       let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
@@ -65,6 +72,7 @@ impl Listeners {
       addr,
       sockets: Mutex::new(sockets),
       limits,
+      assets,
     }))
   }
 
@@ -72,7 +80,9 @@ impl Listeners {
   pub fn hook(self: &Arc<Self>) -> ThreadHook {
     let this = self.clone();
     let limits = self.limits;
+    let assets = self.assets.clone();
     Arc::new(move |index, pool| {
+      let assets = assets.clone();
       let std = this
         .sockets
         .lock()
@@ -82,7 +92,7 @@ impl Listeners {
       Box::pin(async move {
         let Some(std) = std else { return };
         let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
-        accept_loop(listener, index, pool, limits).await
+        accept_loop(listener, index, pool, limits, assets).await
       })
     })
   }
@@ -93,6 +103,7 @@ async fn accept_loop(
   index: usize,
   pool: IsolatePool,
   limits: Limits,
+  assets: Option<Arc<Assets>>,
 ) {
   loop {
     let stream = match listener.accept().await {
@@ -105,8 +116,11 @@ async fn accept_loop(
     };
     let _ = stream.set_nodelay(true);
     let pool = pool.clone();
+    let assets = assets.clone();
     tokio::task::spawn_local(async move {
-      let svc = hyper::service::service_fn(move |req| handle(req, index, pool.clone(), limits));
+      let svc = hyper::service::service_fn(move |req| {
+        handle(req, index, pool.clone(), limits, assets.clone())
+      });
       let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
         .max_buf_size(MAX_REQUEST_HEAD_BYTES)
@@ -124,6 +138,7 @@ async fn handle(
   index: usize,
   pool: IsolatePool,
   limits: Limits,
+  assets: Option<Arc<Assets>>,
 ) -> Result<Response<ReplyStream>, Infallible> {
   let head = req.uri().to_string().len()
     + req
@@ -154,6 +169,27 @@ async fn handle(
   let Some(url) = head::request_url(&parts.uri, &parts.headers) else {
     return Ok(plain(StatusCode::BAD_REQUEST, head::BAD_HOST));
   };
+  // Static assets are answered here, before any isolate, unless the
+  // router sends the request to the Worker.
+  if let Some(assets) = &assets
+    && let Ok(u) = url::Url::parse(&url)
+  {
+    let header = |n: &str| {
+      parts
+        .headers
+        .get(n)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+    };
+    let req = cellhost_assets::Req {
+      method: parts.method.as_str(),
+      url: &u,
+      header: &header,
+    };
+    if assets.route(&req) == cellhost_assets::Route::Assets {
+      return Ok(asset_response(assets.respond(&req)).await);
+    }
+  }
   let headers = parts
     .headers
     .iter()
@@ -184,6 +220,29 @@ async fn handle(
     return Ok(upgrade_response(reply, upgrade));
   }
   Ok(to_response(reply))
+}
+
+async fn asset_response(reply: cellhost_assets::Reply) -> Response<ReplyStream> {
+  let body = match &reply.body {
+    Some(b) => match b.read().await {
+      Ok(bytes) => bytes,
+      Err(e) => return error_response(&format!("reading {}: {e}", b.path.display())),
+    },
+    None => Bytes::new(),
+  };
+  let mut res = Response::new(ReplyStream::full(body));
+  *res.status_mut() =
+    StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+  let headers = res.headers_mut();
+  for (k, v) in reply.headers {
+    if let (Ok(k), Ok(v)) = (
+      HeaderName::from_bytes(k.as_bytes()),
+      HeaderValue::from_str(&v),
+    ) {
+      headers.append(k, v);
+    }
+  }
+  res
 }
 
 fn websocket_key(req: &Request<Incoming>) -> Option<String> {

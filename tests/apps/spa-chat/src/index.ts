@@ -1,0 +1,48 @@
+import { DurableObject } from "cloudflare:workers";
+
+interface Env {
+  ASSETS: Fetcher;
+  ROOMS: DurableObjectNamespace<Room>;
+}
+
+export class Room extends DurableObject<Env> {
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec(
+      "CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, author TEXT, text TEXT)",
+    );
+  }
+  async post(author: string, text: string): Promise<number> {
+    this.ctx.storage.sql.exec("INSERT INTO messages (author, text) VALUES (?, ?)", author, text);
+    return this.ctx.storage.sql.exec("SELECT count(*) AS n FROM messages").one().n as number;
+  }
+  async list(): Promise<{ author: string; text: string }[]> {
+    return this.ctx.storage.sql
+      .exec<{ author: string; text: string }>("SELECT author, text FROM messages ORDER BY id")
+      .toArray();
+  }
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const url = new URL(request.url);
+    const m = url.pathname.match(/^\/api\/rooms\/([^/]+)\/messages$/);
+    if (m) {
+      const room = env.ROOMS.getByName(m[1]);
+      if (request.method === "POST") {
+        const { author, text } = (await request.json()) as { author: string; text: string };
+        return Response.json({ count: await room.post(author, text) });
+      }
+      return Response.json(await room.list());
+    }
+    if (url.pathname === "/api/shell") {
+      // The client shell through the binding, as a server-rendering Worker would.
+      const shell = await env.ASSETS.fetch(new URL("/", request.url));
+      const html = await shell.text();
+      return new Response(html.replace("<title>chat</title>", "<title>chat (ssr)</title>"), {
+        headers: { "content-type": "text/html" },
+      });
+    }
+    return new Response("not found", { status: 404 });
+  },
+} satisfies ExportedHandler<Env>;
