@@ -3,7 +3,12 @@
 // Response back to Rust (fast paths for static bodies, a stream resource
 // otherwise).
 import { core, internals, primordials } from "ext:core/mod.js";
-import { setModuleEnv, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+import {
+  setModuleEnv,
+  setModuleExports,
+  WorkerEntrypoint,
+} from "ext:cellhost/20_workers_module.js";
+import { ExecutionContext, serviceStub, setupServices } from "ext:cellhost/25_services.js";
 import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
@@ -13,13 +18,13 @@ import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
+import { kvNamespace } from "ext:cellhost_kv/kv.js";
 
 const {
   ArrayPrototypeFilter,
   ObjectDefineProperty,
   ObjectPrototypeIsPrototypeOf,
   StringPrototypeToLowerCase,
-  PromisePrototypeThen,
   TypeError,
   Error,
   JSONParse,
@@ -92,20 +97,6 @@ function errorText(e) {
   return String(e);
 }
 
-class ExecutionContext {
-  waitUntil(promise) {
-    // Keep the promise observed so a rejection is logged, not lost; the
-    // isolate outlives the response, so the work itself keeps running.
-    PromisePrototypeThen(promise, undefined, (e) =>
-      log(3, `Uncaught (in waitUntil) ${errorText(e)}\n`)
-    );
-  }
-  passThroughOnException() {}
-  get props() {
-    return {};
-  }
-}
-
 let config = null;
 
 // Called once by the host before the Worker's modules evaluate: the
@@ -115,7 +106,16 @@ export function prepare(configJson) {
   setIsolate(config.isolate);
   setSubrequestLimit(config.maxSubrequests);
   for (let i = 0; i < config.durableObjects.length; i++) {
-    config.env[config.durableObjects[i].binding] = makeNamespace(i);
+    // A class declared by a migration but bound to no name has no binding:
+    // it is reached through ctx.exports.
+    const binding = config.durableObjects[i].binding;
+    if (binding !== "") config.env[binding] = makeNamespace(i);
+  }
+  for (const { 0: binding, 1: id } of config.kvNamespaces) {
+    config.env[binding] = kvNamespace(id);
+  }
+  for (const s of config.services) {
+    config.env[s.binding] = serviceStub(s.entrypoint ?? "default", s.props);
   }
   if (config.assetsBinding) config.env[config.assetsBinding] = assetsBinding();
   setModuleEnv(config.env);
@@ -135,9 +135,18 @@ export function prepare(configJson) {
 export function boot(ns) {
   const env = config.env;
   const actors = [];
+  const namespaces = [];
   for (let i = 0; i < config.durableObjects.length; i++) {
     const d = config.durableObjects[i];
     const cls = ns?.[d.className];
+    if (typeof cls !== "function" && d.binding === "") {
+      // Migrated but neither bound nor exported (any more): nothing reaches it.
+      actors.push({ cls: null, className: d.className, uniqueKey: d.uniqueKey, sqlite: d.sqlite });
+      continue;
+    }
+    if (!namespaces.some((n) => n[0] === d.className)) {
+      namespaces.push([d.className, makeNamespace(i)]);
+    }
     if (typeof cls !== "function") {
       throw new Error(
         `${config.main}: Durable Object class "${d.className}" (binding ${d.binding}) is not exported by the Worker`,
@@ -166,6 +175,7 @@ export function boot(ns) {
     }
     worker = { kind: isClass ? "class" : "object", handler, env };
   }
+  setupServices(ns, env, config, namespaces, setModuleExports);
   runLoop();
 }
 

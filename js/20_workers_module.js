@@ -61,7 +61,22 @@ export const abortIsolate = unsupported("abortIsolate()");
 export const withEnv = unsupported("withEnv()");
 export const withExports = unsupported("withExports()");
 export const withEnvAndExports = unsupported("withEnvAndExports()");
-export const exports = unsupportedObject("exports");
+// `ctx.exports` for code that imports it: another object showing the same
+// entries (as workerd's), set at boot (25_services.js).
+let exportsTarget = {};
+export const exports = new Proxy({}, {
+  get: (_, k) => Reflect.get(exportsTarget, k),
+  set: (_, k, v) => Reflect.set(exportsTarget, k, v),
+  has: (_, k) => Reflect.has(exportsTarget, k),
+  deleteProperty: (_, k) => Reflect.deleteProperty(exportsTarget, k),
+  ownKeys: () => Reflect.ownKeys(exportsTarget),
+  getOwnPropertyDescriptor: (_, k) => Reflect.getOwnPropertyDescriptor(exportsTarget, k),
+  defineProperty: (_, k, d) => Reflect.defineProperty(exportsTarget, k, d),
+});
+
+export function setModuleExports(target) {
+  exportsTarget = target;
+}
 export const cache = unsupportedObject("cache");
 // workerd's `tracing` with no trace sink attached (as under `workerd serve`
 // and `wrangler dev`): spans are never traced, the callbacks run as given.

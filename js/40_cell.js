@@ -17,6 +17,7 @@ import * as hib from "ext:cellhost/45_hibernation.js";
 import { kState } from "ext:cellhost/50_websocket.js";
 import { KEY, kOwner } from "ext:cellhost/01_keys.js";
 import { withBudget } from "ext:cellhost/06_budget.js";
+import { ctxExports } from "ext:cellhost/25_services.js";
 
 const {
   ArrayIsArray,
@@ -522,6 +523,9 @@ class DurableObjectState {
   }
   get props() {
     return {};
+  }
+  get exports() {
+    return ctxExports();
   }
   waitUntil(promise) {
     // The object stays alive anyway; observe rejections so they are logged.

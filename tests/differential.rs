@@ -19,6 +19,9 @@
 //!   `// @do BINDING=Class`             a Durable Object namespace (SQLite-backed
 //!                                     unless `// @kv-class Class`), unique key
 //!                                     `<fixture name>-<Class>` on both runtimes
+//!   `// @do =Class`                   a namespace no binding names (ctx.exports)
+//!   `// @service BINDING[=Entry] [JSON]` a service binding to the fixture itself
+//!                                     (a named entrypoint, props as JSON)
 //!   `// @divergence TEXT`             a documented, accepted difference (not compared)
 //!   `// @isolates N`                  cellhost's isolate count (default 2; 1 when the
 //!                                     fixture keeps state across requests, as
@@ -47,6 +50,8 @@ struct Fixture {
   dos: Vec<(String, String)>,
   kv_classes: Vec<String>,
   isolates: String,
+  /// Service bindings to the fixture itself: (binding, entrypoint, props JSON).
+  services: Vec<(String, Option<String>, Option<String>)>,
 }
 
 fn fixtures() -> Vec<Fixture> {
@@ -87,6 +92,7 @@ fn fixtures() -> Vec<Fixture> {
       dos: vec![],
       kv_classes: vec![],
       isolates: "2".into(),
+      services: vec![],
     };
     for line in src.lines() {
       let Some(d) = line.trim().strip_prefix("// @") else {
@@ -118,6 +124,16 @@ fn fixtures() -> Vec<Fixture> {
           f.dos.push((k.trim().into(), v.trim().into()));
         }
         "kv-class" => f.kv_classes.push(rest.trim().into()),
+        // `// @service BINDING[=Entrypoint] [PROPS-JSON]`
+        "service" => {
+          let (target, props) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+          let (binding, ep) = match target.split_once('=') {
+            Some((b, e)) => (b.to_string(), Some(e.to_string())),
+            None => (target.to_string(), None),
+          };
+          let props = (!props.trim().is_empty()).then(|| props.trim().to_string());
+          f.services.push((binding, ep, props));
+        }
         "isolates" => f.isolates = rest.trim().to_string(),
         "divergence" => {}
         "var" => {
@@ -238,6 +254,19 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
         )
       })
       .collect();
+    for (binding, ep, props) in &f.services {
+      let mut designator = format!("name = \"s{i}\"");
+      if let Some(ep) = ep {
+        write!(designator, ", entrypoint = {}", capnp_string(ep)).unwrap();
+      }
+      if let Some(p) = props {
+        write!(designator, ", props = (json = {})", capnp_string(p)).unwrap();
+      }
+      bindings.push(format!(
+        "(name = {}, service = ({designator}))",
+        capnp_string(binding)
+      ));
+    }
     let mut do_config = String::new();
     if !f.dos.is_empty() {
       let store = tmp.join(format!("do{i}"));
@@ -258,7 +287,7 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
           )
         })
         .collect();
-      for (binding, class) in &f.dos {
+      for (binding, class) in f.dos.iter().filter(|(b, _)| !b.is_empty()) {
         bindings.push(format!(
           "(name = {}, durableObjectNamespace = {})",
           capnp_string(binding),
@@ -315,12 +344,27 @@ fn cellhost_dir(f: &Fixture, upstream: &str, tmp: &Path) -> PathBuf {
   for (k, v) in &f.vars {
     writeln!(toml, "{k} = {:?}", v.replace("$UPSTREAM", upstream)).unwrap();
   }
-  for (binding, class) in &f.dos {
+  for (binding, class) in f.dos.iter().filter(|(b, _)| !b.is_empty()) {
     writeln!(
       toml,
       "[[durable_objects.bindings]]\nname = {binding:?}\nclass_name = {class:?}"
     )
     .unwrap();
+  }
+  for (binding, ep, props) in &f.services {
+    writeln!(
+      toml,
+      "[[services]]\nbinding = {binding:?}\nservice = {:?}",
+      f.name
+    )
+    .unwrap();
+    if let Some(ep) = ep {
+      writeln!(toml, "entrypoint = {ep:?}").unwrap();
+    }
+    if let Some(p) = props {
+      let v: serde_json::Value = serde_json::from_str(p).expect("props: JSON");
+      writeln!(toml, "props = {}", toml_inline(&v)).unwrap();
+    }
   }
   if !f.dos.is_empty() {
     let (sql, kv): (Vec<_>, Vec<_>) = f
@@ -336,6 +380,27 @@ fn cellhost_dir(f: &Fixture, upstream: &str, tmp: &Path) -> PathBuf {
   }
   std::fs::write(dir.join("wrangler.toml"), toml).unwrap();
   dir
+}
+
+/// A JSON value as a TOML inline value (strings keep JSON's escapes, which
+/// TOML's basic strings share).
+fn toml_inline(v: &serde_json::Value) -> String {
+  use serde_json::Value;
+  match v {
+    Value::Object(m) => format!(
+      "{{ {} }}",
+      m.iter()
+        .map(|(k, v)| format!("{} = {}", Value::from(k.as_str()), toml_inline(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+    ),
+    Value::Array(a) => format!(
+      "[{}]",
+      a.iter().map(toml_inline).collect::<Vec<_>>().join(", ")
+    ),
+    Value::Null => panic!("TOML has no null"),
+    other => other.to_string(),
+  }
 }
 
 fn summarize(r: &Resp, compare: &[String]) -> String {

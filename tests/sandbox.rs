@@ -65,11 +65,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
     "timeOrigin",
     "workerd's timeOrigin (0), set on the instance",
   ),
-  (
-    "ctxPrototype",
-    "props",
-    "ctx.props lives on the prototype here, on the instance in workerd",
-  ),
 ];
 
 /// Every property name and symbol a section lists, at any depth.

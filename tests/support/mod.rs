@@ -122,13 +122,25 @@ pub fn cellhost_fails(path: &Path) -> (Option<i32>, String) {
   } else {
     path.parent().unwrap()
   };
-  let out = Command::new(cellhost_bin())
+  // A start that does not fail would serve forever: give up after 30 s.
+  let child = Command::new(cellhost_bin())
     .arg("run")
     .arg(path)
     .args(["--listen", "127.0.0.1:0", "--data"])
     .arg(dir.join(".data"))
-    .output()
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
     .unwrap();
+  let pid = child.id();
+  let (tx, rx) = std::sync::mpsc::channel();
+  std::thread::spawn(move || {
+    if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+      let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+  });
+  let out = child.wait_with_output().unwrap();
+  let _ = tx.send(());
   let text = String::from_utf8_lossy(&out.stdout).to_string()
     + String::from_utf8_lossy(&out.stderr).as_ref();
   (out.status.code(), text)

@@ -31,6 +31,8 @@ struct WranglerConfig {
   rules: Vec<RuleConfig>,
   base_dir: Option<String>,
   assets: Option<AssetsSection>,
+  services: Vec<ServiceConfig>,
+  kv_namespaces: Vec<KvConfig>,
   /// Every file under the base directory can be imported here, so wrangler's
   /// `find_additional_modules` and `no_bundle` change nothing; read so they
   /// are not reported as unknown.
@@ -71,6 +73,63 @@ fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleR
     tracing::warn!("{}: {w}", file.display());
   }
   Ok(Arc::new(rules))
+}
+
+/// One `[[kv_namespaces]]` entry. `preview_id` is wrangler's namespace for
+/// remote previews: the local data is the same, so it changes nothing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KvConfig {
+  binding: String,
+  id: Option<String>,
+  #[allow(dead_code)]
+  preview_id: Option<String>,
+}
+
+/// One `[[services]]` entry; a key cellhost does not act on is refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceConfig {
+  binding: String,
+  service: String,
+  entrypoint: Option<String>,
+  props: Option<Value>,
+}
+
+/// Service bindings: to this Worker itself (the default export or a named
+/// entrypoint); another Worker is refused by name until several Workers
+/// run in one process.
+fn services(
+  file: &Path,
+  name: &str,
+  list: &[ServiceConfig],
+) -> anyhow::Result<Vec<cellhost_host::ServiceBinding>> {
+  list
+    .iter()
+    .map(|s| {
+      if s.service != name {
+        bail!(
+          "{}: service binding {} names Worker {:?}; bindings to other Workers are not supported by cellhost yet (only to this Worker, {name:?}, and its entrypoints)",
+          file.display(),
+          s.binding,
+          s.service
+        );
+      }
+      let props = s.props.clone().unwrap_or(Value::Object(Map::new()));
+      if !props.is_object() {
+        bail!(
+          "{}: service binding {}: props must be an object",
+          file.display(),
+          s.binding
+        );
+      }
+      Ok(cellhost_host::ServiceBinding {
+        binding: s.binding.clone(),
+        entrypoint: s.entrypoint.clone(),
+        props,
+      })
+    })
+    .collect()
 }
 
 /// `[assets]`; a key wrangler does not have is refused.
@@ -238,6 +297,17 @@ fn namespaces(
     }
     out.push(Namespace::new(&b.name, &b.class_name, script, is_sqlite));
   }
+  // A class a migration declares but no binding names is still a
+  // namespace: the Worker reaches it through `ctx.exports`.
+  for (class, is_sqlite) in sqlite
+    .iter()
+    .map(|c| (c, true))
+    .chain(kv.iter().map(|c| (c, false)))
+  {
+    if !out.iter().any(|n| &n.class_name == class) {
+      out.push(Namespace::new("", class, script, is_sqlite));
+    }
+  }
   Ok(out)
 }
 
@@ -313,6 +383,20 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.rules = rules;
   worker.spec.node =
     crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  worker.spec.services = services(&file, &worker.name, &cfg.services)?;
+  // wrangler dev keys a namespace without an id by its binding name.
+  worker.spec.kv_namespaces = cfg
+    .kv_namespaces
+    .iter()
+    .map(|k| {
+      (
+        k.binding.clone(),
+        k.id.clone().unwrap_or_else(|| k.binding.clone()),
+      )
+    })
+    .collect();
+  worker.spec.ctx_exports =
+    crate::flags::ctx_exports(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   if let Some(section) = &cfg.assets {
     let a = assets(
       &file,
@@ -388,8 +472,9 @@ fn spec(
   }
   let data_dir = data_dir.to_path_buf();
   Ok(Worker {
-    name,
+    name: name.clone(),
     spec: WorkerSpec {
+      name,
       main,
       format,
       env,
@@ -402,6 +487,9 @@ fn spec(
       node: Default::default(),
       assets: None,
       assets_binding: None,
+      services: Vec::new(),
+      kv_namespaces: Vec::new(),
+      ctx_exports: true,
     },
   })
 }

@@ -49,6 +49,8 @@ const FLAGS: &[(&str, Option<&str>, Support)] = &[
     Support::Honoured,
   ),
   ("assets_navigation_has_no_effect", None, Support::Honoured),
+  ("enable_ctx_exports", Some("2025-11-17"), Support::Honoured),
+  ("disable_ctx_exports", None, Support::Honoured),
   ("js_rpc", None, Support::Always),
   ("rpc", None, Support::Always),
   (
@@ -98,6 +100,14 @@ pub fn check(file: &std::path::Path, date: Option<&str>, named: &[String]) {
       );
     }
   }
+}
+
+/// `ctx.exports`: from 2025-11-17 or by `enable_ctx_exports` (a Worker
+/// given as a bare file, with no config, gets today's behaviour).
+pub fn ctx_exports(date: Option<&str>, flags: &[String]) -> bool {
+  let flag = |f: &str| flags.iter().any(|x| x == f);
+  !flag("disable_ctx_exports")
+    && (flag("enable_ctx_exports") || date.is_none_or(|d| d >= "2025-11-17"))
 }
 
 /// Node.js compatibility: `nodejs_compat` (or `_v2`, or a date from

@@ -159,6 +159,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         "`assets` is not supported in bucket mode yet: the directory would be served from this node's disk only (run without --bucket, or serve the files from R2)"
       )
     }
+    (Some(_), Some(_)) if !worker.spec.kv_namespaces.is_empty() => {
+      anyhow::bail!(
+        "`kv_namespaces` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
+      )
+    }
     (Some(url), Some(node)) => {
       let opts = cellhost_bucket::BucketOptions {
         endpoint: args.endpoint.clone(),

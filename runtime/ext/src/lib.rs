@@ -31,7 +31,7 @@ pub use wake::Wake;
 
 deno_core::extension!(
   cellhost,
-  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets],
+  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets, cellhost_kv],
   ops = [
     http::op_cellhost_next,
     http::op_cellhost_respond_text,
@@ -92,6 +92,7 @@ deno_core::extension!(
     "40_cell.js",
     "45_hibernation.js",
     "20_workers_module.js",
+    "25_services.js",
     "21_email.js",
     "50_websocket.js",
     "99_main.js",

@@ -25,6 +25,7 @@ pub fn extensions() -> Vec<Extension> {
     cellhost_sockets::cellhost_sockets::init(),
     cellhost_cache::cellhost_cache::init(),
     cellhost_assets::binding::cellhost_assets::init(),
+    cellhost_kv::cellhost_kv::init(),
     crate::cellhost::init(),
   ])
   .collect()

@@ -208,6 +208,9 @@ async fn boot(
     state.put(router.clone());
     state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
     state.put(cellhost_cache::CacheStore::for_dir(&spec.data_dir));
+    if !spec.kv_namespaces.is_empty() {
+      state.put(cellhost_kv::KvStore::for_dir(&spec.data_dir));
+    }
     if let Some(assets) = &spec.assets {
       state.put(assets.clone());
     }
@@ -234,6 +237,10 @@ async fn boot(
     "maxSubrequests": opts.max_subrequests,
     "populateProcessEnv": matches!(spec.node, crate::NodeCompat::On { populate_env: true, .. }),
     "assetsBinding": spec.assets_binding,
+    "name": spec.name,
+    "services": spec.services,
+    "kvNamespaces": spec.kv_namespaces,
+    "ctxExports": spec.ctx_exports,
     "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,

@@ -36,6 +36,9 @@ pub enum Format {
 /// What to run: the main module and the bindings it sees.
 #[derive(Clone, Debug)]
 pub struct WorkerSpec {
+  /// The Worker's name (wrangler's `name`): what its service bindings to
+  /// itself name.
+  pub name: String,
   /// Absolute path of the entry file.
   pub main: PathBuf,
   pub format: Format,
@@ -61,6 +64,22 @@ pub struct WorkerSpec {
   /// of their binding in `env`, if any.
   pub assets: Option<std::sync::Arc<cellhost_assets::Assets>>,
   pub assets_binding: Option<String>,
+  /// KV namespaces: (binding, namespace id), stored under `data_dir/kv`.
+  pub kv_namespaces: Vec<(String, String)>,
+  /// Service bindings to this Worker's own entrypoints.
+  pub services: Vec<ServiceBinding>,
+  /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).
+  pub ctx_exports: bool,
+}
+
+/// `services = [{ binding, service = <this Worker>, entrypoint, props }]`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ServiceBinding {
+  pub binding: String,
+  /// A named `WorkerEntrypoint` export; `None` for the default export.
+  pub entrypoint: Option<String>,
+  /// `ctx.props` of the calls through this binding.
+  pub props: serde_json::Value,
 }
 
 /// Node.js compatibility as the compatibility flags and date decide it.

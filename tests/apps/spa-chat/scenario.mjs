@@ -25,7 +25,8 @@ if (phase === "first") {
   await req("HEAD", "/robots.txt");
   await req("POST", "/api/rooms/general/messages", { body: { author: "ann", text: "hi" } });
   await req("POST", "/api/rooms/general/messages", { body: { author: "bob", text: "hello" } });
-  await req("POST", "/api/rooms/other/messages", { body: { author: "cy", text: "elsewhere" } });
+  await req("POST", "/api/rooms/other/messages", { body: { author: "cy", text: "darn, elsewhere" } });
+  await req("POST", "/api/rooms/other/messages", { body: { author: "mallory", text: "spam" } });
   await req("GET", "/api/rooms/general/messages");
   await req("GET", "/api/shell");
   await req("GET", "/api/unknown");

@@ -1,8 +1,18 @@
-import { DurableObject } from "cloudflare:workers";
+import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
 
 interface Env {
   ASSETS: Fetcher;
   ROOMS: DurableObjectNamespace<Room>;
+  MODERATION: Service<Moderation>;
+}
+
+type Props = { banned: string[] };
+
+export class Moderation extends WorkerEntrypoint<Env, Props> {
+  async review(author: string, text: string): Promise<{ ok: boolean; text: string }> {
+    if (this.ctx.props.banned.includes(author)) return { ok: false, text };
+    return { ok: true, text: text.replace(/darn/g, "d**n") };
+  }
 }
 
 export class Room extends DurableObject<Env> {
@@ -31,7 +41,9 @@ export default {
       const room = env.ROOMS.getByName(m[1]);
       if (request.method === "POST") {
         const { author, text } = (await request.json()) as { author: string; text: string };
-        return Response.json({ count: await room.post(author, text) });
+        const verdict = await env.MODERATION.review(author, text);
+        if (!verdict.ok) return Response.json({ error: "banned" }, { status: 403 });
+        return Response.json({ count: await room.post(author, verdict.text) });
       }
       return Response.json(await room.list());
     }

@@ -1,0 +1,289 @@
+// Service bindings to this Worker's own entrypoints (`services` naming this
+// Worker, with or without `entrypoint`) and `ctx.exports`: a call is a new
+// event on this isolate, with its own subrequest budget, `ctx.props`, and
+// arguments, results and errors copied as across RPC (structured clone;
+// functions and RpcTargets by reference, through the stubs of
+// 30_durable_objects.js). Errors reach the caller with their class, message
+// and own properties, marked `remote`, as workerd delivers them.
+import { core, primordials } from "ext:core/mod.js";
+import { decode, encode } from "ext:cellhost/30_durable_objects.js";
+import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+import { spendSubrequest, withBudget } from "ext:cellhost/06_budget.js";
+import { KEY } from "ext:cellhost/01_keys.js";
+
+const {
+  ArrayPrototypePush,
+  Error,
+  ObjectKeys,
+  ObjectPrototypeIsPrototypeOf,
+  Proxy,
+  ReflectGet,
+  ReflectHas,
+  SafeMap,
+  SymbolToStringTag,
+  TypeError,
+} = primordials;
+const ObjectPrototype = Object.prototype;
+const { op_cellhost_log } = core.ops;
+
+// The Worker's entrypoints by export name, filled at boot; env likewise.
+const entrypoints = new SafeMap();
+let workerEnv = null;
+// `ctx.exports` (and `exports` of cloudflare:workers): one object.
+let loopback = null;
+
+/** `ctx.exports` (undefined where the compatibility date does not give it). */
+export function ctxExports() {
+  return loopback ?? undefined;
+}
+
+/** The execution context of one event of the Worker (not of an object). */
+export class ExecutionContext {
+  // Own properties, as on workerd's ctx (`exports` only where the
+  // compatibility date gives it).
+  constructor(props) {
+    this.props = props ?? {};
+    if (loopback !== null) this.exports = loopback;
+  }
+  waitUntil(promise) {
+    // The isolate outlives the response, so the work keeps running; keep the
+    // promise observed so a rejection is logged, not lost.
+    primordials.PromisePrototypeThen(promise, undefined, (e) =>
+      op_cellhost_log(3, `Uncaught (in waitUntil) ${e?.stack ?? e}\n`)
+    );
+  }
+  passThroughOnException() {}
+}
+
+const BUILTIN_ERRORS = {
+  Error,
+  TypeError,
+  RangeError: primordials.RangeError,
+  SyntaxError: primordials.SyntaxError,
+  ReferenceError: primordials.ReferenceError,
+  EvalError: primordials.EvalError,
+  URIError: primordials.URIError,
+};
+
+/** What the caller receives for an error thrown by the callee. */
+function remoteCopy(e) {
+  if (e === null || typeof e !== "object") {
+    const copy = new Error(`${e}`);
+    copy.remote = true;
+    return copy;
+  }
+  let copy;
+  if (ObjectPrototypeIsPrototypeOf(DOMException.prototype, e)) {
+    copy = new DOMException(e.message, e.name);
+  } else {
+    const ctor = BUILTIN_ERRORS[e.name] ?? Error;
+    copy = new ctor(e.message);
+  }
+  for (const k of ObjectKeys(e)) {
+    if (k === "stack" || k === "message") continue;
+    try {
+      copy[k] = core.deserialize(core.serialize(e[k]));
+    } catch {
+      // A property that cannot be cloned stays behind, as over RPC.
+    }
+  }
+  copy.remote = true;
+  return copy;
+}
+
+function serialize(v) {
+  try {
+    return core.serialize(encode(v));
+  } catch (e) {
+    throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
+  }
+}
+
+/** Runs `fn(target, ctx)` as a new event of entrypoint `name`. */
+function invoke(name, props, fn) {
+  return withBudget(async () => {
+    const entry = entrypoints.get(name);
+    const ctx = new ExecutionContext(props);
+    try {
+      const target = entry.cls !== undefined ? new entry.cls(ctx, workerEnv) : entry.handler;
+      return await fn(target, ctx);
+    } catch (e) {
+      throw remoteCopy(e);
+    }
+  });
+}
+
+async function callFetch(name, props, request) {
+  return await invoke(name, props, async (target, ctx) => {
+    if (typeof target?.fetch !== "function") {
+      throw new Error("Handler does not export a fetch() function.");
+    }
+    const inner = new Request(request);
+    const response = entrypoints.get(name).cls !== undefined
+      ? await target.fetch(inner)
+      : await target.fetch(inner, workerEnv, ctx);
+    if (!ObjectPrototypeIsPrototypeOf(Response.prototype, response)) {
+      throw new TypeError("Incorrect type for Promise: the Promise did not resolve to 'Response'.");
+    }
+    return response;
+  });
+}
+
+async function callMethod(name, props, kind, method, args) {
+  spendSubrequest();
+  const bytes = serialize(args);
+  const value = await invoke(name, props, async (target) => {
+    const decoded = decode(core.deserialize(bytes));
+    if (entrypoints.get(name).cls === undefined || ReflectHas(ObjectPrototype, method)) {
+      throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
+    }
+    if (kind === "get") return serialize(await target[method]);
+    if (typeof target[method] !== "function") {
+      throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
+    }
+    return serialize(await target[method](...decoded));
+  });
+  return decode(core.deserialize(value));
+}
+
+class Fetcher {
+  #name;
+  #props;
+  #tag;
+  constructor(key, name, props, tag) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#name = name;
+    this.#props = props;
+    this.#tag = tag;
+  }
+  get [SymbolToStringTag]() {
+    return this.#tag;
+  }
+  async fetch(input, init) {
+    spendSubrequest();
+    let request;
+    try {
+      request = new Request(input, init);
+    } catch (e) {
+      if (typeof input === "string" && e?.name === "TypeError" && !URL.canParse(input)) {
+        throw new TypeError(`Invalid URL: ${input}`);
+      }
+      throw e;
+    }
+    return await callFetch(this.#name, this.#props, request);
+  }
+  connect() {
+    throw new Error("connect() on a service binding is not supported by cellhost yet");
+  }
+}
+
+const OWN = ["fetch", "connect"];
+
+/** A binding to entrypoint `name` ("default" for the default export). */
+export function serviceStub(name, props, tag = "Fetcher") {
+  const fetcher = new Fetcher(KEY, name, props ?? {}, tag);
+  return new Proxy(fetcher, {
+    get(target, prop) {
+      if (typeof prop === "symbol" || OWN.includes(prop) || prop in ObjectPrototype) {
+        const v = ReflectGet(target, prop, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      }
+      // Not a promise, and not JSON: both are looked up by the language.
+      if (prop === "then" || prop === "toJSON") return undefined;
+      const call = (...args) => callMethod(name, props, "call", prop, args);
+      call.then = (resolve, reject) =>
+        callMethod(name, props, "get", prop, []).then(resolve, reject);
+      return call;
+    },
+    has(target, prop) {
+      return typeof prop === "string" || ReflectHas(target, prop);
+    },
+  });
+}
+
+/** `ctx.exports.Name` for an entrypoint: callable with `{ props }` for a
+ * stub with props; otherwise the stub itself. */
+function exportEntry(name) {
+  const tag = "LoopbackServiceStub";
+  const plain = serviceStub(name, {}, tag);
+  const make = (opts) => serviceStub(name, opts?.props ?? {}, tag);
+  return new Proxy(make, {
+    get(_target, prop) {
+      if (prop === "fetch" && entrypoints.get(name).bare) return undefined;
+      return ReflectGet(plain, prop);
+    },
+    has(_target, prop) {
+      return ReflectHas(plain, prop);
+    },
+  });
+}
+
+/** `ctx.exports.Class` for a Durable Object class: its namespace, callable
+ * (props are for facets, which are not here yet). */
+function namespaceEntry(namespace) {
+  return new Proxy(() => namespace, {
+    get(_target, prop) {
+      const v = ReflectGet(namespace, prop, namespace);
+      return typeof v === "function" ? v.bind(namespace) : v;
+    },
+    has(_target, prop) {
+      return ReflectHas(namespace, prop);
+    },
+  });
+}
+
+/**
+ * Called at boot with the main module's namespace: checks every export is
+ * what workerd accepts (a function or a handler object), records the
+ * entrypoints, checks the service bindings' entrypoints exist (workerd
+ * refuses the config otherwise), and builds `ctx.exports` when the
+ * compatibility date gives it: the default export, handler objects,
+ * WorkerEntrypoint classes, Durable Object classes (their namespaces), then
+ * other functions, as workerd orders them.
+ */
+export function setupServices(ns, env, config, namespaces, setModuleExports) {
+  workerEnv = env;
+  const groups = [[], [], [], [], []];
+  for (const name of ns === null ? [] : ObjectKeys(ns)) {
+    const v = ns[name];
+    const isClass = typeof v === "function";
+    if (!isClass && (v === null || typeof v !== "object")) {
+      throw new TypeError(
+        `Incorrect type for map entry '${name}': the provided value is not of type 'function or ExportedHandler'.`,
+      );
+    }
+    const namespace = namespaces.find((n) => n[0] === name);
+    if (isClass && ObjectPrototypeIsPrototypeOf(WorkerEntrypoint.prototype, v.prototype)) {
+      entrypoints.set(name, { cls: v });
+      ArrayPrototypePush(groups[name === "default" ? 0 : 2], name);
+    } else if (!isClass) {
+      entrypoints.set(name, { handler: v });
+      ArrayPrototypePush(groups[name === "default" ? 0 : 1], name);
+    } else if (namespace !== undefined) {
+      ArrayPrototypePush(groups[3], name);
+    } else {
+      entrypoints.set(name, { handler: null, bare: true });
+      ArrayPrototypePush(groups[name === "default" ? 0 : 4], name);
+    }
+  }
+  for (const s of config.services) {
+    const ep = s.entrypoint ?? "default";
+    if (!entrypoints.has(ep)) {
+      throw new Error(
+        s.entrypoint === null
+          ? `Worker "${config.name}"'s binding "${s.binding}" refers to service "${config.name}", but "${config.name}" has no default export handler.`
+          : `Worker "${config.name}"'s binding "${s.binding}" refers to service "${config.name}" with a named entrypoint "${ep}", but "${config.name}" has no such named entrypoint.`,
+      );
+    }
+  }
+  if (!config.ctxExports) return;
+  const out = {};
+  for (const group of groups) {
+    for (const name of group) {
+      const namespace = namespaces.find((n) => n[0] === name);
+      out[name] = namespace !== undefined ? namespaceEntry(namespace[1]) : exportEntry(name);
+    }
+  }
+  loopback = out;
+  setModuleExports(out);
+}
