@@ -186,6 +186,7 @@ async function runLoop() {
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i];
       if (job.kind === "export") dispatchExport(job);
+      else if (job.kind === "scheduled") runScheduled(job);
       else if (job.actor === null) handle(job);
       else dispatchActor(job);
     }
@@ -253,6 +254,80 @@ function callHandler(request) {
       }
       return result;
     }
+  }
+}
+
+// A Cron Trigger's event: what `scheduled(controller, env, ctx)` receives.
+class ScheduledController {
+  #time;
+  #cron;
+  constructor(time, cron) {
+    this.#time = time;
+    this.#cron = cron;
+  }
+  get scheduledTime() {
+    return this.#time;
+  }
+  get cron() {
+    return this.#cron;
+  }
+  noRetry() {}
+  get [primordials.SymbolToStringTag]() {
+    return "ScheduledController";
+  }
+}
+
+// The service-worker format's scheduled event.
+class ScheduledEvent extends event.Event {
+  #controller;
+  #ctx;
+  constructor(controller, ctx) {
+    super("scheduled");
+    this.#controller = controller;
+    this.#ctx = ctx;
+  }
+  get scheduledTime() {
+    return this.#controller.scheduledTime;
+  }
+  get cron() {
+    return this.#controller.cron;
+  }
+  noRetry() {}
+  waitUntil(promise) {
+    this.#ctx.waitUntil(promise);
+  }
+}
+globalThis.ScheduledEvent = ScheduledEvent;
+
+function callScheduled(controller) {
+  const ctx = new ExecutionContext();
+  const missing = () => new Error("Handler does not export a scheduled() function.");
+  switch (worker.kind) {
+    case "object":
+      if (typeof worker.handler.scheduled !== "function") throw missing();
+      return worker.handler.scheduled(controller, worker.env, ctx);
+    case "class": {
+      const obj = new worker.handler(ctx, worker.env);
+      if (typeof obj.scheduled !== "function") throw missing();
+      return obj.scheduled(controller);
+    }
+    default:
+      globalThis.dispatchEvent(new ScheduledEvent(controller, ctx));
+  }
+}
+
+const TEXT = [["content-type", "text/plain;charset=UTF-8"]];
+
+// Runs the scheduled handler; the reply says how it went, as wrangler's
+// /cdn-cgi/handler/scheduled does ("ok", or "exception" with a 500).
+async function runScheduled(job) {
+  const controller = new ScheduledController(Number(job.url), job.method);
+  try {
+    await withBudget(() => callScheduled(controller));
+    op_cellhost_respond_text(job.id, 200, TEXT, "ok");
+  } catch (e) {
+    log(3, `Uncaught ${errorText(e)}\n`);
+    op_cellhost_respond_text(job.id, 500, TEXT, "exception");
   }
 }
 

@@ -1,6 +1,7 @@
 //! Bindings with local data (KV, …) compared with `wrangler dev` 4.86: each
 //! directory in tests/bindings/ is a Worker with its wrangler config; its
 //! `// @request METHOD PATH [BODY]` lines (default `GET /`) are sent in
+//! (`// @cellhost-args ARGS` adds arguments to `cellhost run`)
 //! order to both, starting from empty data, and each answer (status,
 //! content type, body) must be the same. Then what wrangler dev cannot
 //! show: that acknowledged writes survive a SIGKILL of cellhost.
@@ -92,7 +93,18 @@ fn bindings_match_wrangler_dev() {
     };
     let dir = tmp.join(format!("{name}-cellhost"));
     copy_dir(src, &dir);
-    let ch = Cellhost::start(&dir, &["--data", dir.join(".data").to_str().unwrap()]);
+    let src_text = std::fs::read_to_string(src.join("worker.js")).unwrap();
+    let mut args = vec![
+      "--data".to_string(),
+      dir.join(".data").to_string_lossy().into_owned(),
+    ];
+    for l in src_text.lines() {
+      if let Some(a) = l.trim().strip_prefix("// @cellhost-args ") {
+        args.extend(a.split_whitespace().map(String::from));
+      }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ch = Cellhost::start(&dir, &args);
     for (r, theirs) in reqs.iter().zip(&theirs) {
       compared += 1;
       let ours = answer(ch.addr, r);
@@ -163,4 +175,44 @@ fn kv_writes_survive_sigkill() {
   // The data is an ordinary SQLite file, as the README says.
   let out = Command::new("ls").arg(data.join("kv")).output().unwrap();
   assert!(String::from_utf8_lossy(&out.stdout).contains("kill-test.sqlite"));
+}
+
+/// A Cron Trigger fires on the clock: `* * * * *` runs the scheduled
+/// handler at the next minute, with that minute as its scheduledTime.
+#[test]
+fn cron_fires_on_the_clock() {
+  let dir = project(
+    "cron-clock",
+    r#"export default {
+      async scheduled(controller, env) {
+        await env.LOG.put("fired", JSON.stringify([controller.cron, controller.scheduledTime]));
+      },
+      async fetch(req, env) { return new Response((await env.LOG.get("fired")) ?? "not yet"); },
+    };"#,
+    "[triggers]\ncrons = [\"* * * * *\"]\n[[kv_namespaces]]\nbinding = \"LOG\"\nid = \"log\"\n",
+  );
+  let ch = Cellhost::start(&dir, &["--data", dir.join(".data").to_str().unwrap()]);
+  // Without --test-scheduled the path is the Worker's.
+  assert_eq!(get(ch.addr, "/__scheduled").text(), "not yet");
+  let deadline = std::time::Instant::now() + std::time::Duration::from_secs(75);
+  let fired = loop {
+    let t = get(ch.addr, "/").text();
+    if t != "not yet" {
+      break t;
+    }
+    assert!(
+      std::time::Instant::now() < deadline,
+      "the cron never fired: {}",
+      ch.log()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+  };
+  let v: serde_json::Value = serde_json::from_str(&fired).unwrap();
+  assert_eq!(v[0], "* * * * *");
+  assert_eq!(v[1].as_u64().unwrap() % 60_000, 0, "{fired}");
+  assert!(
+    ch.wait_log("cron \"* * * * *\" at", std::time::Duration::from_secs(5)),
+    "{}",
+    ch.log()
+  );
 }

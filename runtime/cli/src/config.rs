@@ -16,6 +16,8 @@ use serde_json::{Map, Value};
 pub struct Worker {
   pub name: String,
   pub spec: WorkerSpec,
+  /// `triggers.crons`.
+  pub crons: cellhost_cron::Crons,
 }
 
 #[derive(Deserialize, Default)]
@@ -33,6 +35,7 @@ struct WranglerConfig {
   assets: Option<AssetsSection>,
   services: Vec<ServiceConfig>,
   kv_namespaces: Vec<KvConfig>,
+  triggers: Option<Triggers>,
   /// Every file under the base directory can be imported here, so wrangler's
   /// `find_additional_modules` and `no_bundle` change nothing; read so they
   /// are not reported as unknown.
@@ -73,6 +76,13 @@ fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleR
     tracing::warn!("{}: {w}", file.display());
   }
   Ok(Arc::new(rules))
+}
+
+/// `[triggers]`: Cron Triggers.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Triggers {
+  crons: Vec<String>,
 }
 
 /// One `[[kv_namespaces]]` entry. `preview_id` is wrangler's namespace for
@@ -384,6 +394,10 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.node =
     crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   worker.spec.services = services(&file, &worker.name, &cfg.services)?;
+  if let Some(t) = &cfg.triggers {
+    worker.crons = cellhost_cron::Crons::parse(&t.crons)
+      .map_err(|e| anyhow::anyhow!("{}: triggers.crons: {e}", file.display()))?;
+  }
   // wrangler dev keys a namespace without an id by its binding name.
   worker.spec.kv_namespaces = cfg
     .kv_namespaces
@@ -472,6 +486,7 @@ fn spec(
   }
   let data_dir = data_dir.to_path_buf();
   Ok(Worker {
+    crons: cellhost_cron::Crons::parse(&[]).expect("no expressions"),
     name: name.clone(),
     spec: WorkerSpec {
       name,

@@ -31,7 +31,6 @@ const REFUSED: &[(&str, &str)] = &[
   ("pipelines", "Pipelines bindings"),
   ("ratelimits", "rate limiting bindings"),
   ("unsafe", "unsafe bindings"),
-  ("triggers", "Cron Triggers"),
   ("wasm_modules", "wasm_modules (service-worker format)"),
   ("text_blobs", "text_blobs (service-worker format)"),
   ("data_blobs", "data_blobs (service-worker format)"),

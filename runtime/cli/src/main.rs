@@ -79,6 +79,12 @@ struct RunArgs {
   /// limit); larger ones get 413.
   #[arg(long, default_value_t = 100)]
   max_body_mb: u64,
+  /// Fire the Worker's scheduled() handler on `GET /__scheduled?cron=…`
+  /// (and wrangler's `/cdn-cgi/handler/scheduled?cron=…&time=…`), as
+  /// `wrangler dev --test-scheduled` does; off by default, since anyone
+  /// who reaches the port could fire it.
+  #[arg(long)]
+  test_scheduled: bool,
   /// Outbound requests (fetch, WebSocket clients, calls to Durable Objects)
   /// one event may make; past it they fail with "Too many subrequests."
   /// (Cloudflare's paid-plan limit; 0: no limit).
@@ -159,6 +165,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         "`assets` is not supported in bucket mode yet: the directory would be served from this node's disk only (run without --bucket, or serve the files from R2)"
       )
     }
+    (Some(_), Some(_)) if !worker.crons.is_empty() => {
+      anyhow::bail!(
+        "`triggers.crons` are not supported in bucket mode yet: every node would fire them (run without --bucket)"
+      )
+    }
     (Some(_), Some(_)) if !worker.spec.kv_namespaces.is_empty() => {
       anyhow::bail!(
         "`kv_namespaces` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
@@ -195,6 +206,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   });
   let limits = cellhost_server::Limits {
     max_body_bytes: args.max_body_mb.saturating_mul(1 << 20),
+    test_scheduled: args.test_scheduled,
   };
   let listeners =
     cellhost_server::Listeners::bind(args.listen, isolates, limits, worker.spec.assets.clone())?;
@@ -205,7 +217,37 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     max_subrequests: args.max_subrequests,
   };
   let name = worker.name.clone();
-  let _pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  if !worker.crons.is_empty() {
+    // Each firing goes to the next isolate; the outcome is logged.
+    let pool = pool.clone();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    worker.crons.spawn(move |cron, at| {
+      let (tx, rx) = tokio::sync::oneshot::channel();
+      let job = cellhost_host::ScheduledJob {
+        cron: cron.clone(),
+        scheduled_time_ms: at,
+        reply: tx,
+      };
+      let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+      if !pool.dispatch(i, cellhost_host::Job::Scheduled(job)) {
+        tracing::error!("cron {cron:?}: the isolate is gone");
+        return;
+      }
+      std::thread::spawn(move || {
+        if let Ok(reply) = rx.blocking_recv() {
+          tracing::info!(
+            "cron {cron:?} at {at}: {}",
+            if reply.status == 200 {
+              "ok"
+            } else {
+              "exception"
+            }
+          );
+        }
+      });
+    });
+  }
   println!(
     "cellhost: serving {name} on http://{} ({isolates} isolates)",
     listeners.addr

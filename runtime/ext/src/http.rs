@@ -31,6 +31,18 @@ pub enum Job {
   Export(ExportJob),
   /// The object's alarm may be due (see `wake`); nobody waits for a reply.
   Alarm(AlarmJob),
+  /// A Cron Trigger fired (or was fired by hand): the Worker's
+  /// `scheduled()` handler runs; the reply's body is the outcome.
+  Scheduled(ScheduledJob),
+}
+
+pub struct ScheduledJob {
+  /// The cron expression that fired ("" when fired by hand without one).
+  pub cron: String,
+  /// When it was due, in ms since the epoch.
+  pub scheduled_time_ms: u64,
+  /// 200 "ok" or 500 "exception".
+  pub reply: oneshot::Sender<HttpReply>,
 }
 
 pub struct AlarmJob {
@@ -335,7 +347,8 @@ fn error_json(message: &str, reset: bool) -> Vec<u8> {
 #[derive(ToV8)]
 pub struct JsJob {
   id: u32,
-  /// "http", "rpc", "export" or "alarm".
+  /// "http", "rpc", "export", "alarm" or "scheduled" (cron in `method`,
+  /// the scheduled time in ms in `url`).
   kind: &'static str,
   /// The HTTP method, or the RPC method name.
   method: String,
@@ -458,6 +471,20 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: Some(job.args.into()),
             actor: None,
             export: Some(job.export),
+          }
+        }
+        Job::Scheduled(job) => {
+          inbox.pending.borrow_mut().insert(id, job.reply);
+          JsJob {
+            id,
+            kind: "scheduled",
+            method: job.cron,
+            url: Some(job.scheduled_time_ms.to_string()),
+            headers: None,
+            body_rid: None,
+            args: None,
+            actor: None,
+            export: None,
           }
         }
         Job::Alarm(job) => JsJob {

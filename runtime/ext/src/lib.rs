@@ -25,7 +25,7 @@ pub use cell::{Cells, SyncBatch, SyncFailure};
 pub use cellhost_egress as egress;
 pub use http::{
   ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody,
-  RpcJob, RpcReply,
+  RpcJob, RpcReply, ScheduledJob,
 };
 pub use wake::Wake;
 

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 pub use cellhost_ext::egress::{Egress, set_policy as set_egress};
 pub use cellhost_ext::{
-  Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream,
+  Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream, ScheduledJob,
 };
 pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
 

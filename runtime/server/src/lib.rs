@@ -29,6 +29,9 @@ pub struct Limits {
   /// A request body larger than this is refused with 413 (by its
   /// `Content-Length`) or cut off with an error while it streams in.
   pub max_body_bytes: u64,
+  /// `/__scheduled` and `/cdn-cgi/handler/scheduled` fire the scheduled
+  /// handler (`--test-scheduled`).
+  pub test_scheduled: bool,
 }
 
 /// The request line and headers together: Cloudflare's 128 KB. A larger
@@ -169,6 +172,11 @@ async fn handle(
   let Some(url) = head::request_url(&parts.uri, &parts.headers) else {
     return Ok(plain(StatusCode::BAD_REQUEST, head::BAD_HOST));
   };
+  if limits.test_scheduled
+    && (parts.uri.path() == "/__scheduled" || parts.uri.path() == "/cdn-cgi/handler/scheduled")
+  {
+    return Ok(fire_scheduled(&parts.uri, index, &pool).await);
+  }
   // Static assets are answered here, before any isolate, unless the
   // router sends the request to the Worker.
   if let Some(assets) = &assets
@@ -220,6 +228,37 @@ async fn handle(
     return Ok(upgrade_response(reply, upgrade));
   }
   Ok(to_response(reply))
+}
+
+/// Fires the scheduled handler by hand: `cron` and `time` (ms) from the
+/// query, as wrangler reads them; the answer is the outcome.
+async fn fire_scheduled(
+  uri: &http::Uri,
+  index: usize,
+  pool: &IsolatePool,
+) -> Response<ReplyStream> {
+  let query: Vec<(String, String)> =
+    url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+      .into_owned()
+      .collect();
+  let param = |k: &str| query.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+  let now = std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0);
+  let (tx, rx) = oneshot::channel();
+  let job = cellhost_host::ScheduledJob {
+    cron: param("cron").unwrap_or_default(),
+    scheduled_time_ms: param("time").and_then(|t| t.parse().ok()).unwrap_or(now),
+    reply: tx,
+  };
+  if !pool.dispatch(index, Job::Scheduled(job)) {
+    return error_response("the isolate thread is gone");
+  }
+  match rx.await {
+    Ok(reply) => to_response(reply),
+    Err(_) => error_response("the isolate dropped the scheduled event"),
+  }
 }
 
 async fn asset_response(reply: cellhost_assets::Reply) -> Response<ReplyStream> {
