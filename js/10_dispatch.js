@@ -19,6 +19,7 @@ import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
+import { d1Database } from "ext:cellhost_d1/d1.js";
 
 const {
   ArrayPrototypeFilter,
@@ -113,6 +114,9 @@ export function prepare(configJson) {
   }
   for (const { 0: binding, 1: id } of config.kvNamespaces) {
     config.env[binding] = kvNamespace(id);
+  }
+  for (const { 0: binding, 1: id } of config.d1Databases) {
+    config.env[binding] = d1Database(id);
   }
   for (const s of config.services) {
     config.env[s.binding] = serviceStub(s.entrypoint ?? "default", s.props);

@@ -216,3 +216,106 @@ fn cron_fires_on_the_clock() {
     ch.log()
   );
 }
+
+/// Every D1 write acknowledged before a SIGKILL is there after the restart,
+/// and a batch that failed left nothing behind.
+#[test]
+fn d1_writes_survive_sigkill() {
+  let dir = project(
+    "d1-kill",
+    r#"export default {
+      async fetch(req, env) {
+        const u = new URL(req.url);
+        if (u.pathname === "/init") { await env.DB.exec("CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT)"); return new Response("ok"); }
+        if (u.pathname === "/put") {
+          await env.DB.prepare("INSERT INTO t (k, v) VALUES (?, ?)").bind(Number(u.searchParams.get("k")), "v" + u.searchParams.get("k")).run();
+          return new Response("ok");
+        }
+        if (u.pathname === "/bad-batch") {
+          try { await env.DB.batch([env.DB.prepare("INSERT INTO t (k, v) VALUES (100000, 'x')"), env.DB.prepare("INSERT INTO nope VALUES (1)")]); }
+          catch (e) { return new Response(e.message); }
+        }
+        const r = await env.DB.prepare("SELECT count(*) AS n, sum(k) AS s FROM t").first();
+        return Response.json(r);
+      },
+    };"#,
+    "[[d1_databases]]\nbinding = \"DB\"\ndatabase_id = \"kill-db\"\n",
+  );
+  let data = dir.join(".data");
+  let args = ["--data", data.to_str().unwrap()];
+  let mut ch = Cellhost::start(&dir, &args);
+  assert_eq!(get(ch.addr, "/init").text(), "ok");
+  for k in 1..=150 {
+    assert_eq!(get(ch.addr, &format!("/put?k={k}")).text(), "ok");
+  }
+  assert!(
+    get(ch.addr, "/bad-batch")
+      .text()
+      .contains("no such table: nope")
+  );
+  ch.child.kill().unwrap();
+  ch.child.wait().unwrap();
+  let ch = Cellhost::start(&dir, &args);
+  assert_eq!(get(ch.addr, "/").text(), r#"{"n":150,"s":11325}"#);
+  assert!(data.join("d1/kill-db.sqlite").exists());
+}
+
+/// `cellhost d1 migrations apply`: the folder's migrations in name order,
+/// each once, a failing one applied not at all; the Worker then sees them.
+#[test]
+fn d1_migrations_apply_in_order_once() {
+  let dir = project(
+    "d1-migrate",
+    r#"export default {
+      async fetch(req, env) {
+        const { results } = await env.DB.prepare("SELECT name FROM d1_migrations ORDER BY id").all();
+        const users = await env.DB.prepare("SELECT name, email FROM users ORDER BY id").raw();
+        return Response.json({ applied: results.map((r) => r.name), users });
+      },
+    };"#,
+    "[[d1_databases]]\nbinding = \"DB\"\ndatabase_name = \"app-db\"\ndatabase_id = \"mig\"\n",
+  );
+  let mig = dir.join("migrations");
+  std::fs::create_dir_all(&mig).unwrap();
+  std::fs::write(mig.join("0001_init.sql"), "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);\nINSERT INTO users (name) VALUES ('ann');\n").unwrap();
+  std::fs::write(mig.join("0002_email.sql"), "-- add a column\nALTER TABLE users ADD COLUMN email TEXT;\nUPDATE users SET email = 'ann@example.com';\n").unwrap();
+  let data = dir.join(".data");
+  let apply = || {
+    Command::new(cellhost_bin())
+      .args(["d1", "migrations", "apply", "app-db", "--path"])
+      .arg(&dir)
+      .arg("--data")
+      .arg(&data)
+      .output()
+      .unwrap()
+  };
+  let out = apply();
+  let text =
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+  assert!(out.status.success(), "{text}");
+  assert!(
+    text.contains("applied 0001_init.sql\napplied 0002_email.sql"),
+    "{text}"
+  );
+  let out = apply();
+  assert!(String::from_utf8_lossy(&out.stdout).contains("No migrations to apply (2 in"));
+  // A failing migration: refused, named, and none of it kept.
+  std::fs::write(
+    mig.join("0003_bad.sql"),
+    "INSERT INTO users (name) VALUES ('bob');\nINSERT INTO nope VALUES (1);\n",
+  )
+  .unwrap();
+  let out = apply();
+  let err = String::from_utf8_lossy(&out.stderr).to_string();
+  assert_eq!(out.status.code(), Some(1), "{err}");
+  assert!(
+    err.contains("migration 0003_bad.sql failed (nothing of it was applied): no such table: nope"),
+    "{err}"
+  );
+  std::fs::remove_file(mig.join("0003_bad.sql")).unwrap();
+  let ch = Cellhost::start(&dir, &["--data", data.to_str().unwrap()]);
+  assert_eq!(
+    get(ch.addr, "/").text(),
+    r#"{"applied":["0001_init.sql","0002_email.sql"],"users":[["ann","ann@example.com"]]}"#
+  );
+}

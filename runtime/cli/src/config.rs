@@ -35,6 +35,7 @@ struct WranglerConfig {
   assets: Option<AssetsSection>,
   services: Vec<ServiceConfig>,
   kv_namespaces: Vec<KvConfig>,
+  d1_databases: Vec<D1Config>,
   triggers: Option<Triggers>,
   /// Every file under the base directory can be imported here, so wrangler's
   /// `find_additional_modules` and `no_bundle` change nothing; read so they
@@ -76,6 +77,63 @@ fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleR
     tracing::warn!("{}: {w}", file.display());
   }
   Ok(Arc::new(rules))
+}
+
+/// One `[[d1_databases]]` entry. `database_name`, `preview_database_id` and
+/// `migrations_dir` concern wrangler's commands, not the running Worker.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct D1Config {
+  binding: String,
+  database_id: Option<String>,
+  database_name: Option<String>,
+  preview_database_id: Option<String>,
+  migrations_dir: Option<String>,
+  migrations_table: Option<String>,
+}
+
+/// Where `cellhost d1 migrations apply NAME` finds its database: the
+/// database id, the migrations folder and the table recording them.
+pub struct D1Migrations {
+  pub id: String,
+  pub dir: PathBuf,
+  pub table: String,
+}
+
+/// The `d1_databases` entry named `name` (binding or database_name) in the
+/// config of `dir`.
+pub fn d1_migrations(dir: &Path, name: &str) -> anyhow::Result<D1Migrations> {
+  let dir = std::fs::canonicalize(dir).with_context(|| format!("{}", dir.display()))?;
+  let file = ["wrangler.toml", "wrangler.jsonc", "wrangler.json"]
+    .iter()
+    .map(|n| dir.join(n))
+    .find(|f| f.exists())
+    .ok_or_else(|| {
+      anyhow::anyhow!(
+        "{}: no wrangler.toml, wrangler.jsonc or wrangler.json here",
+        dir.display()
+      )
+    })?;
+  let cfg = parse(&file, &std::fs::read_to_string(&file)?)?;
+  let Some(d) = cfg
+    .d1_databases
+    .iter()
+    .find(|d| d.binding == name || d.database_name.as_deref() == Some(name))
+  else {
+    bail!(
+      "{}: no d1_databases entry has the binding or database_name {name:?}",
+      file.display()
+    );
+  };
+  Ok(D1Migrations {
+    id: d.database_id.clone().unwrap_or_else(|| d.binding.clone()),
+    dir: dir.join(d.migrations_dir.as_deref().unwrap_or("migrations")),
+    table: d
+      .migrations_table
+      .clone()
+      .unwrap_or_else(|| "d1_migrations".into()),
+  })
 }
 
 /// `[triggers]`: Cron Triggers.
@@ -398,6 +456,17 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
     worker.crons = cellhost_cron::Crons::parse(&t.crons)
       .map_err(|e| anyhow::anyhow!("{}: triggers.crons: {e}", file.display()))?;
   }
+  // wrangler dev keys a database without an id by its binding name.
+  worker.spec.d1_databases = cfg
+    .d1_databases
+    .iter()
+    .map(|d| {
+      (
+        d.binding.clone(),
+        d.database_id.clone().unwrap_or_else(|| d.binding.clone()),
+      )
+    })
+    .collect();
   // wrangler dev keys a namespace without an id by its binding name.
   worker.spec.kv_namespaces = cfg
     .kv_namespaces
@@ -504,6 +573,7 @@ fn spec(
       assets_binding: None,
       services: Vec::new(),
       kv_namespaces: Vec::new(),
+      d1_databases: Vec::new(),
       ctx_exports: true,
     },
   })

@@ -27,6 +27,40 @@ enum Command {
   Run(RunArgs),
   /// Test a bucket: conditional create, reject-create, update, reject-stale, ranged read.
   Diagnose(DiagnoseArgs),
+  /// D1 databases: `cellhost d1 migrations apply NAME`.
+  D1 {
+    #[command(subcommand)]
+    command: D1Command,
+  },
+}
+
+#[derive(Subcommand)]
+enum D1Command {
+  /// Migrations (wrangler's `migrations_dir`, default `migrations/`).
+  Migrations {
+    #[command(subcommand)]
+    command: MigrationsCommand,
+  },
+}
+
+#[derive(Subcommand)]
+enum MigrationsCommand {
+  /// Applies, in name order, the `.sql` files of the database's migrations
+  /// folder not yet recorded in its migrations table, each in one
+  /// transaction, to the database under `--data`.
+  Apply(MigrationsArgs),
+}
+
+#[derive(clap::Args)]
+struct MigrationsArgs {
+  /// The database: its binding or database_name in the config.
+  database: String,
+  /// The Worker's directory (holding its wrangler config).
+  #[arg(long, default_value = ".")]
+  path: PathBuf,
+  /// The data directory `cellhost run` uses.
+  #[arg(long, default_value = ".cellhost")]
+  data: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -120,11 +154,45 @@ fn main() {
   let result = match cli.command {
     Command::Run(args) => run(args),
     Command::Diagnose(args) => diagnose(args),
+    Command::D1 {
+      command: D1Command::Migrations {
+        command: MigrationsCommand::Apply(args),
+      },
+    } => d1_migrations_apply(args),
   };
   if let Err(e) = result {
     eprintln!("error: {e:#}");
     std::process::exit(1);
   }
+}
+
+fn d1_migrations_apply(args: MigrationsArgs) -> anyhow::Result<()> {
+  let m = config::d1_migrations(&args.path, &args.database)?;
+  let mut files: Vec<PathBuf> = std::fs::read_dir(&m.dir)
+    .map_err(|e| anyhow::anyhow!("migrations folder {}: {e}", m.dir.display()))?
+    .filter_map(|e| e.ok().map(|e| e.path()))
+    .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+    .collect();
+  files.sort();
+  let mut migrations = Vec::new();
+  for f in files {
+    let name = f.file_name().unwrap().to_string_lossy().into_owned();
+    let sql = std::fs::read_to_string(&f).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+    migrations.push((name, sql));
+  }
+  let applied = cellhost_d1::apply_migrations(&args.data, &m.id, &m.table, &migrations)
+    .map_err(anyhow::Error::msg)?;
+  if applied.is_empty() {
+    println!(
+      "No migrations to apply ({} in {}).",
+      migrations.len(),
+      m.dir.display()
+    );
+  }
+  for name in applied {
+    println!("applied {name}");
+  }
+  Ok(())
 }
 
 /// Exit codes: 0 the store passed, 1 the test could not finish (or bad arguments),
@@ -168,6 +236,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     (Some(_), Some(_)) if !worker.crons.is_empty() => {
       anyhow::bail!(
         "`triggers.crons` are not supported in bucket mode yet: every node would fire them (run without --bucket)"
+      )
+    }
+    (Some(_), Some(_)) if !worker.spec.d1_databases.is_empty() => {
+      anyhow::bail!(
+        "`d1_databases` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
       )
     }
     (Some(_), Some(_)) if !worker.spec.kv_namespaces.is_empty() => {

@@ -26,6 +26,7 @@ pub fn extensions() -> Vec<Extension> {
     cellhost_cache::cellhost_cache::init(),
     cellhost_assets::binding::cellhost_assets::init(),
     cellhost_kv::cellhost_kv::init(),
+    cellhost_d1::cellhost_d1::init(),
     crate::cellhost::init(),
   ])
   .collect()

@@ -66,6 +66,8 @@ pub struct WorkerSpec {
   pub assets_binding: Option<String>,
   /// KV namespaces: (binding, namespace id), stored under `data_dir/kv`.
   pub kv_namespaces: Vec<(String, String)>,
+  /// D1 databases: (binding, database id), stored under `data_dir/d1`.
+  pub d1_databases: Vec<(String, String)>,
   /// Service bindings to this Worker's own entrypoints.
   pub services: Vec<ServiceBinding>,
   /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).

@@ -336,6 +336,12 @@ impl CellDb {
     Ok(())
   }
 
+  /// (total_changes(), last_insert_rowid()) of the connection: D1's
+  /// `changes` and `last_row_id` are their moves across a query.
+  pub fn change_counts(&self) -> (u64, i64) {
+    (self.conn.total_changes(), self.conn.last_insert_rowid())
+  }
+
   /// `databaseSize`: (page_count - freelist_count) * page_size.
   pub fn database_size(&mut self) -> Result<f64, StorageError> {
     self.internal(|db| {
