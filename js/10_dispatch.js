@@ -20,6 +20,7 @@ import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
 import { d1Database } from "ext:cellhost_d1/d1.js";
+import { makeBatch, queueProducer } from "ext:cellhost_queues/queues.js";
 
 const {
   ArrayPrototypeFilter,
@@ -29,6 +30,7 @@ const {
   TypeError,
   Error,
   JSONParse,
+  JSONStringify,
   TypedArrayPrototypeGetSymbolToStringTag,
 } = primordials;
 const {
@@ -118,6 +120,9 @@ export function prepare(configJson) {
   for (const { 0: binding, 1: id } of config.d1Databases) {
     config.env[binding] = d1Database(id);
   }
+  for (const { 0: binding, 1: queue } of config.queueProducers) {
+    config.env[binding] = queueProducer(queue);
+  }
   for (const s of config.services) {
     config.env[s.binding] = serviceStub(s.entrypoint ?? "default", s.props);
   }
@@ -191,6 +196,7 @@ async function runLoop() {
       const job = jobs[i];
       if (job.kind === "export") dispatchExport(job);
       else if (job.kind === "scheduled") runScheduled(job);
+      else if (job.kind === "queue") runQueue(job);
       else if (job.actor === null) handle(job);
       else dispatchActor(job);
     }
@@ -333,6 +339,43 @@ async function runScheduled(job) {
     log(3, `Uncaught ${errorText(e)}\n`);
     op_cellhost_respond_text(job.id, 500, TEXT, "exception");
   }
+}
+
+function callQueue(batch) {
+  const ctx = new ExecutionContext();
+  const missing = () => new Error("Handler does not export a queue() function.");
+  switch (worker.kind) {
+    case "object":
+      if (typeof worker.handler.queue !== "function") throw missing();
+      return worker.handler.queue(batch, worker.env, ctx);
+    case "class": {
+      const obj = new worker.handler(ctx, worker.env);
+      if (typeof obj.queue !== "function") throw missing();
+      return obj.queue(batch);
+    }
+    default:
+      throw new Error("No event listener registered for queue messages.");
+  }
+}
+
+// Delivers a batch; the reply is what the handler acknowledged or asked to
+// retry (all of it is retried, unless acknowledged, when it throws).
+async function runQueue(job) {
+  let batch, result;
+  try {
+    ({ batch, result } = makeBatch(job.url));
+  } catch (e) {
+    log(3, `Uncaught ${errorText(e)}\n`);
+    op_cellhost_respond_text(job.id, 200, TEXT, '{"ok":false}');
+    return;
+  }
+  try {
+    await withBudget(() => callQueue(batch));
+    result.ok = true;
+  } catch (e) {
+    log(3, `Uncaught ${errorText(e)}\n`);
+  }
+  op_cellhost_respond_text(job.id, 200, TEXT, JSONStringify(result));
 }
 
 // An uncaught refusal by a fleet node that does not own the Durable

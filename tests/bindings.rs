@@ -319,3 +319,52 @@ fn d1_migrations_apply_in_order_once() {
     r#"{"applied":["0001_init.sql","0002_email.sql"],"users":[["ann","ann@example.com"]]}"#
   );
 }
+
+/// Queue messages acknowledged by `send()` survive a SIGKILL that comes
+/// before (or while) they are consumed: after the restart every one is
+/// delivered (at least once).
+#[test]
+fn queue_messages_survive_sigkill() {
+  let dir = project(
+    "queue-kill",
+    r#"export default {
+      async fetch(req, env) {
+        const u = new URL(req.url);
+        if (u.pathname === "/send") {
+          const base = Number(u.searchParams.get("from"));
+          await env.Q.sendBatch(Array.from({ length: 10 }, (_, i) => ({ body: base + i })));
+          return new Response("sent");
+        }
+        return new Response(String((await env.SEEN.list()).keys.length));
+      },
+      async queue(batch, env) {
+        for (const m of batch.messages) await env.SEEN.put(`m${m.body}`, String(m.attempts));
+      },
+    };"#,
+    "[[kv_namespaces]]\nbinding = \"SEEN\"\nid = \"seen\"\n\
+     [[queues.producers]]\nbinding = \"Q\"\nqueue = \"q\"\n\
+     [[queues.consumers]]\nqueue = \"q\"\nmax_batch_size = 3\nmax_batch_timeout = 0\n",
+  );
+  let data = dir.join(".data");
+  let args = ["--data", data.to_str().unwrap()];
+  let mut ch = Cellhost::start(&dir, &args);
+  for from in (0..100).step_by(10) {
+    assert_eq!(get(ch.addr, &format!("/send?from={from}")).text(), "sent");
+  }
+  ch.child.kill().unwrap();
+  ch.child.wait().unwrap();
+  let ch = Cellhost::start(&dir, &args);
+  let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+  loop {
+    let n: usize = get(ch.addr, "/count").text().parse().unwrap();
+    if n == 100 {
+      break;
+    }
+    assert!(
+      std::time::Instant::now() < deadline,
+      "only {n} of 100 delivered:\n{}",
+      ch.log()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+  }
+}

@@ -16,6 +16,8 @@ use serde_json::{Map, Value};
 pub struct Worker {
   pub name: String,
   pub spec: WorkerSpec,
+  /// `queues.consumers`.
+  pub consumers: Vec<cellhost_queues::Consumer>,
   /// `triggers.crons`.
   pub crons: cellhost_cron::Crons,
 }
@@ -36,6 +38,7 @@ struct WranglerConfig {
   services: Vec<ServiceConfig>,
   kv_namespaces: Vec<KvConfig>,
   d1_databases: Vec<D1Config>,
+  queues: Option<QueuesConfig>,
   triggers: Option<Triggers>,
   /// Every file under the base directory can be imported here, so wrangler's
   /// `find_additional_modules` and `no_bundle` change nothing; read so they
@@ -134,6 +137,77 @@ pub fn d1_migrations(dir: &Path, name: &str) -> anyhow::Result<D1Migrations> {
       .clone()
       .unwrap_or_else(|| "d1_migrations".into()),
   })
+}
+
+/// `[queues]`: producers and consumers.
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct QueuesConfig {
+  producers: Vec<ProducerConfig>,
+  consumers: Vec<ConsumerConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProducerConfig {
+  binding: String,
+  queue: String,
+}
+
+/// A consumer; `max_concurrency` is read but one batch of a queue is
+/// delivered at a time here (a warning says so when it asks for more).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConsumerConfig {
+  queue: String,
+  max_batch_size: Option<u32>,
+  max_batch_timeout: Option<f64>,
+  max_retries: Option<u32>,
+  dead_letter_queue: Option<String>,
+  retry_delay: Option<f64>,
+  max_concurrency: Option<u32>,
+}
+
+fn consumers(
+  file: &Path,
+  list: &[ConsumerConfig],
+) -> anyhow::Result<Vec<cellhost_queues::Consumer>> {
+  list
+    .iter()
+    .map(|c| {
+      let size = c.max_batch_size.unwrap_or(10);
+      if !(1..=100).contains(&size) {
+        bail!("{}: queues.consumers ({}): max_batch_size must be 1 to 100", file.display(), c.queue);
+      }
+      let timeout = c.max_batch_timeout.unwrap_or(5.0);
+      if !(0.0..=60.0).contains(&timeout) {
+        bail!("{}: queues.consumers ({}): max_batch_timeout must be 0 to 60 seconds", file.display(), c.queue);
+      }
+      let retries = c.max_retries.unwrap_or(3);
+      if retries > 100 {
+        bail!("{}: queues.consumers ({}): max_retries must be at most 100", file.display(), c.queue);
+      }
+      let delay = c.retry_delay.unwrap_or(0.0);
+      if !(0.0..=43200.0).contains(&delay) {
+        bail!("{}: queues.consumers ({}): retry_delay must be 0 to 43200 seconds", file.display(), c.queue);
+      }
+      if c.max_concurrency.is_some_and(|n| n != 1) {
+        tracing::warn!(
+          "{}: queues.consumers ({}): max_concurrency is not supported by cellhost yet: one batch is delivered at a time",
+          file.display(),
+          c.queue
+        );
+      }
+      Ok(cellhost_queues::Consumer {
+        queue: c.queue.clone(),
+        max_batch_size: size as usize,
+        max_batch_timeout: std::time::Duration::from_secs_f64(timeout),
+        max_retries: retries,
+        dead_letter_queue: c.dead_letter_queue.clone(),
+        retry_delay: std::time::Duration::from_secs_f64(delay),
+      })
+    })
+    .collect()
 }
 
 /// `[triggers]`: Cron Triggers.
@@ -452,6 +526,18 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   worker.spec.node =
     crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   worker.spec.services = services(&file, &worker.name, &cfg.services)?;
+  if let Some(q) = &cfg.queues {
+    worker.spec.queue_producers = q
+      .producers
+      .iter()
+      .map(|p| (p.binding.clone(), p.queue.clone()))
+      .collect();
+    worker.consumers = consumers(&file, &q.consumers)?;
+    if !q.producers.is_empty() || !q.consumers.is_empty() {
+      worker.spec.queues =
+        Some(cellhost_queues::QueueStore::open(data_dir).map_err(anyhow::Error::msg)?);
+    }
+  }
   if let Some(t) = &cfg.triggers {
     worker.crons = cellhost_cron::Crons::parse(&t.crons)
       .map_err(|e| anyhow::anyhow!("{}: triggers.crons: {e}", file.display()))?;
@@ -556,6 +642,7 @@ fn spec(
   let data_dir = data_dir.to_path_buf();
   Ok(Worker {
     crons: cellhost_cron::Crons::parse(&[]).expect("no expressions"),
+    consumers: Vec::new(),
     name: name.clone(),
     spec: WorkerSpec {
       name,
@@ -574,6 +661,8 @@ fn spec(
       services: Vec::new(),
       kv_namespaces: Vec::new(),
       d1_databases: Vec::new(),
+      queue_producers: Vec::new(),
+      queues: None,
       ctx_exports: true,
     },
   })

@@ -9,7 +9,6 @@ use serde_json::Value;
 /// Keys whose absence changes what the Worker sees: refused by name.
 const REFUSED: &[(&str, &str)] = &[
   ("r2_buckets", "R2 bucket bindings"),
-  ("queues", "Queues producers and consumers"),
   ("site", "Workers Sites"),
   ("ai", "the Workers AI binding"),
   ("vectorize", "Vectorize bindings"),

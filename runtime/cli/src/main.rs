@@ -238,6 +238,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         "`triggers.crons` are not supported in bucket mode yet: every node would fire them (run without --bucket)"
       )
     }
+    (Some(_), Some(_)) if worker.spec.queues.is_some() => {
+      anyhow::bail!(
+        "`queues` are not supported in bucket mode yet: their messages would live on this node's disk only (run without --bucket)"
+      )
+    }
     (Some(_), Some(_)) if !worker.spec.d1_databases.is_empty() => {
       anyhow::bail!(
         "`d1_databases` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
@@ -290,7 +295,31 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     max_subrequests: args.max_subrequests,
   };
   let name = worker.name.clone();
+  let queues = worker.spec.queues.clone();
   let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  if let Some(store) = queues {
+    for c in worker.consumers.drain(..) {
+      let pool = pool.clone();
+      let next = std::sync::atomic::AtomicUsize::new(0);
+      store.consume(c, move |queue, batch| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = cellhost_host::QueueJob {
+          queue: queue.to_string(),
+          batch: cellhost_queues::batch_json(queue, batch),
+          reply: tx,
+        };
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !pool.dispatch(i, cellhost_host::Job::Queue(job)) {
+          return None;
+        }
+        let reply = rx.blocking_recv().ok()?;
+        let cellhost_host::ReplyBody::Full(body) = reply.body else {
+          return None;
+        };
+        serde_json::from_slice(&body).ok()
+      });
+    }
+  }
   if !worker.crons.is_empty() {
     // Each firing goes to the next isolate; the outcome is logged.
     let pool = pool.clone();

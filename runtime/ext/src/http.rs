@@ -34,6 +34,17 @@ pub enum Job {
   /// A Cron Trigger fired (or was fired by hand): the Worker's
   /// `scheduled()` handler runs; the reply's body is the outcome.
   Scheduled(ScheduledJob),
+  /// A batch of queue messages for the consumer.
+  Queue(QueueJob),
+}
+
+/// A batch for the Worker's `queue()` handler; the reply's body is the
+/// outcome as JSON (see cellhost-queues' `Outcome`).
+pub struct QueueJob {
+  pub queue: String,
+  /// The batch as JSON (`cellhost_queues::batch_json`).
+  pub batch: String,
+  pub reply: oneshot::Sender<HttpReply>,
 }
 
 pub struct ScheduledJob {
@@ -480,6 +491,20 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             kind: "scheduled",
             method: job.cron,
             url: Some(job.scheduled_time_ms.to_string()),
+            headers: None,
+            body_rid: None,
+            args: None,
+            actor: None,
+            export: None,
+          }
+        }
+        Job::Queue(job) => {
+          inbox.pending.borrow_mut().insert(id, job.reply);
+          JsJob {
+            id,
+            kind: "queue",
+            method: job.queue,
+            url: Some(job.batch),
             headers: None,
             body_rid: None,
             args: None,

@@ -24,14 +24,14 @@ pub use cell::{Cells, SyncBatch, SyncFailure};
 /// The egress policy lives in its own crate (`connect()` needs it too).
 pub use cellhost_egress as egress;
 pub use http::{
-  ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, ReplyBody,
-  RpcJob, RpcReply, ScheduledJob,
+  ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, QueueJob,
+  ReplyBody, RpcJob, RpcReply, ScheduledJob,
 };
 pub use wake::Wake;
 
 deno_core::extension!(
   cellhost,
-  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets, cellhost_kv, cellhost_d1],
+  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets, cellhost_kv, cellhost_d1, cellhost_queues],
   ops = [
     http::op_cellhost_next,
     http::op_cellhost_respond_text,

@@ -27,6 +27,7 @@ pub fn extensions() -> Vec<Extension> {
     cellhost_assets::binding::cellhost_assets::init(),
     cellhost_kv::cellhost_kv::init(),
     cellhost_d1::cellhost_d1::init(),
+    cellhost_queues::cellhost_queues::init(),
     crate::cellhost::init(),
   ])
   .collect()

@@ -211,6 +211,9 @@ async fn boot(
     if !spec.kv_namespaces.is_empty() {
       state.put(cellhost_kv::KvStore::for_dir(&spec.data_dir));
     }
+    if let Some(q) = &spec.queues {
+      state.put(q.clone());
+    }
     if !spec.d1_databases.is_empty() {
       state.put(cellhost_d1::D1Store::for_dir(&spec.data_dir));
     }
@@ -244,6 +247,7 @@ async fn boot(
     "services": spec.services,
     "kvNamespaces": spec.kv_namespaces,
     "d1Databases": spec.d1_databases,
+    "queueProducers": spec.queue_producers,
     "ctxExports": spec.ctx_exports,
     "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({

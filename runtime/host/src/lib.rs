@@ -15,7 +15,8 @@ use std::path::PathBuf;
 
 pub use cellhost_ext::egress::{Egress, set_policy as set_egress};
 pub use cellhost_ext::{
-  Body, BoxError, HttpJob, HttpReply, Job, Namespace, ReplyBody, ReplyStream, ScheduledJob,
+  Body, BoxError, HttpJob, HttpReply, Job, Namespace, QueueJob, ReplyBody, ReplyStream,
+  ScheduledJob,
 };
 pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
 
@@ -68,6 +69,10 @@ pub struct WorkerSpec {
   pub kv_namespaces: Vec<(String, String)>,
   /// D1 databases: (binding, database id), stored under `data_dir/d1`.
   pub d1_databases: Vec<(String, String)>,
+  /// Queue producers: (binding, queue name).
+  pub queue_producers: Vec<(String, String)>,
+  /// The queue store, when the Worker produces or consumes messages.
+  pub queues: Option<std::sync::Arc<cellhost_queues::QueueStore>>,
   /// Service bindings to this Worker's own entrypoints.
   pub services: Vec<ServiceBinding>,
   /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).
