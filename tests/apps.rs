@@ -76,18 +76,6 @@ fn build(name: &str) -> (PathBuf, PathBuf) {
   (copy, served)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-  std::fs::create_dir_all(to).unwrap();
-  for e in std::fs::read_dir(from).unwrap() {
-    let e = e.unwrap();
-    if e.file_type().unwrap().is_dir() {
-      copy_dir(&e.path(), &to.join(e.file_name()));
-    } else {
-      std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-  }
-}
-
 /// The scenario's transcript for one phase against `addr`.
 fn scenario(app: &Path, addr: std::net::SocketAddr, phase: &str) -> String {
   let out = Command::new("node")

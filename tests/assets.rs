@@ -22,19 +22,6 @@ const SKIP: [&str; 6] = [
   "keep-alive",
 ];
 
-fn copy_dir(from: &Path, to: &Path) {
-  std::fs::create_dir_all(to).unwrap();
-  for e in std::fs::read_dir(from).unwrap() {
-    let e = e.unwrap();
-    let dest = to.join(e.file_name());
-    if e.file_type().unwrap().is_dir() {
-      copy_dir(&e.path(), &dest);
-    } else {
-      std::fs::copy(e.path(), &dest).unwrap();
-    }
-  }
-}
-
 struct Line {
   method: String,
   path: String,
@@ -120,7 +107,7 @@ fn assets_match_wrangler_dev() {
     .filter(|p| only.as_deref().is_none_or(|o| p.ends_with(o)))
     .collect();
   cases.sort();
-  assert!(only.is_some() || cases.len() >= 6, "{cases:?}");
+  assert!(only.is_some() || cases.len() >= 7, "{cases:?}");
   let (mut compared, mut diffs) = (0, Vec::new());
   for case in &cases {
     let name = case.file_name().unwrap().to_string_lossy().to_string();
@@ -145,13 +132,6 @@ fn assets_match_wrangler_dev() {
     diffs.len()
   );
   assert!(diffs.is_empty(), "{}", diffs.join("\n"));
-}
-
-fn tempdir(name: &str) -> PathBuf {
-  let d = std::env::temp_dir().join(format!("cellhost-{name}-{}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  d
 }
 
 /// A directory of its own with a config over a fresh copy of the site.

@@ -13,26 +13,6 @@ use std::process::Command;
 
 use support::*;
 
-fn copy_dir(from: &Path, to: &Path) {
-  std::fs::create_dir_all(to).unwrap();
-  for e in std::fs::read_dir(from).unwrap() {
-    let e = e.unwrap();
-    let dest = to.join(e.file_name());
-    if e.file_type().unwrap().is_dir() {
-      copy_dir(&e.path(), &dest);
-    } else {
-      std::fs::copy(e.path(), &dest).unwrap();
-    }
-  }
-}
-
-fn tempdir(name: &str) -> PathBuf {
-  let d = std::env::temp_dir().join(format!("cellhost-{name}-{}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  d
-}
-
 fn requests(worker: &Path) -> Vec<(String, String, String)> {
   let src = std::fs::read_to_string(worker).unwrap();
   let mut out: Vec<(String, String, String)> = src

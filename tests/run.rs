@@ -11,10 +11,7 @@ use std::time::Duration;
 use support::*;
 
 fn tmpdir(name: &str) -> PathBuf {
-  let d = std::env::temp_dir().join(format!("cellhost-run-{}-{name}", std::process::id()));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  d
+  tempdir(&format!("run-{name}"))
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

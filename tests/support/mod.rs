@@ -279,6 +279,28 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
   }
 }
 
+/// Copies a directory tree (fixtures into a scratch directory).
+pub fn copy_dir(from: &Path, to: &Path) {
+  std::fs::create_dir_all(to).unwrap();
+  for e in std::fs::read_dir(from).unwrap() {
+    let e = e.unwrap();
+    let dest = to.join(e.file_name());
+    if e.file_type().unwrap().is_dir() {
+      copy_dir(&e.path(), &dest);
+    } else {
+      std::fs::copy(e.path(), &dest).unwrap();
+    }
+  }
+}
+
+/// A fresh scratch directory of this test process.
+pub fn tempdir(name: &str) -> PathBuf {
+  let d = std::env::temp_dir().join(format!("cellhost-{name}-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&d);
+  std::fs::create_dir_all(&d).unwrap();
+  d
+}
+
 pub fn free_port() -> u16 {
   TcpListener::bind("127.0.0.1:0")
     .unwrap()

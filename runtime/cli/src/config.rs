@@ -485,17 +485,14 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
     );
   };
   crate::keys::check(&file, &cfg.other)?;
-  let Some(main) = cfg.main else {
-    if cfg.assets.is_some() {
-      bail!(
-        "{}: `main` is missing: an assets-only Worker (assets without a Worker script) is not supported by cellhost yet; add a `main` that answers what the assets do not",
-        file.display()
-      );
-    }
-    bail!(
+  let (main, has_worker) = match &cfg.main {
+    Some(m) => (dir.join(m), true),
+    // An assets-only Worker: the assets answer every request.
+    None if cfg.assets.is_some() => (assets_only_main(data_dir)?, false),
+    None => bail!(
       "{}: `main` is missing (the Worker's entry file)",
       file.display()
-    );
+    ),
   };
   if cfg.compatibility_date.is_none() {
     tracing::warn!(
@@ -519,7 +516,7 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
     }
   }
   let rules = module_rules(&file, &cfg.rules)?;
-  let mut worker = spec(name, dir.join(main), env, dos, data_dir)?;
+  let mut worker = spec(name, main, env, dos, data_dir)?;
   worker.spec.eval_during_startup =
     eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
   worker.spec.rules = rules;
@@ -571,7 +568,7 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       &file,
       dir,
       section,
-      true,
+      has_worker,
       cfg.compatibility_date.as_deref(),
       &cfg.compatibility_flags,
     )?;
@@ -589,7 +586,7 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
     let base = dir.join(base);
     let base =
       std::fs::canonicalize(&base).with_context(|| format!("base_dir {}", base.display()))?;
-    if !worker.spec.main.starts_with(&base) {
+    if has_worker && !worker.spec.main.starts_with(&base) {
       bail!(
         "{}: main {} is not inside base_dir {}",
         file.display(),
@@ -600,6 +597,18 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
     worker.spec.base_dir = Some(base);
   }
   Ok(worker)
+}
+
+/// The module an assets-only Worker runs: the router never hands it a
+/// request (everything is the assets'), but the isolates need a module.
+fn assets_only_main(data_dir: &Path) -> anyhow::Result<PathBuf> {
+  std::fs::create_dir_all(data_dir).with_context(|| format!("{}", data_dir.display()))?;
+  let path = data_dir.join("assets-only-worker.js");
+  std::fs::write(
+    &path,
+    "// Written by cellhost for an assets-only Worker: the assets answer every request.\nexport default { fetch() { return new Response(null, { status: 404 }); } };\n",
+  )?;
+  Ok(path)
 }
 
 /// A config file's text: TOML for `wrangler.toml`, JSON with comments and
