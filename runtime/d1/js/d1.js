@@ -31,8 +31,8 @@ function d1Error(prefix, message) {
 }
 
 /** One call to the database: the per-query results, or the error thrown. */
-function query(id, session, queries) {
-  const answer = JSONParse(op_d1_query(id, JSONStringify(queries)));
+async function query(id, session, queries) {
+  const answer = JSONParse(await op_d1_query(id, JSONStringify(queries)));
   if (answer.error !== undefined) return { error: answer.error };
   session?._updateBookmark(answer.bookmark);
   return { results: answer.results };
@@ -77,14 +77,14 @@ class D1PreparedStatement {
     return new D1PreparedStatement(this.#db, this.#session, this.statement, params);
   }
 
-  #one() {
-    const r = query(this.#db, this.#session, [{ sql: this.statement, params: this.params }]);
+  async #one() {
+    const r = await query(this.#db, this.#session, [{ sql: this.statement, params: this.params }]);
     if (r.error !== undefined) throw d1Error("D1_ERROR", r.error);
     return r.results[0];
   }
 
   async first(colName) {
-    const rows = objects(this.#one());
+    const rows = objects(await this.#one());
     if (rows.length === 0) return null;
     const row = rows[0];
     if (colName !== undefined) {
@@ -99,15 +99,15 @@ class D1PreparedStatement {
   }
 
   async all() {
-    return result(this.#one());
+    return result(await this.#one());
   }
 
   async run() {
-    return result(this.#one());
+    return result(await this.#one());
   }
 
   async raw(options) {
-    const r = this.#one();
+    const r = await this.#one();
     const out = [];
     if (options?.columnNames) ArrayPrototypePush(out, r.columns);
     for (const row of r.rows) ArrayPrototypePush(out, row);
@@ -116,9 +116,9 @@ class D1PreparedStatement {
 
 }
 
-function batch(id, session, statements) {
+async function batch(id, session, statements) {
   const queries = ArrayPrototypeMap(statements, (s) => ({ sql: s.statement, params: s.params }));
-  const r = query(id, session, queries);
+  const r = await query(id, session, queries);
   if (r.error !== undefined) throw d1Error("D1_ERROR", r.error);
   return ArrayPrototypeMap(r.results, result);
 }
@@ -170,7 +170,7 @@ class D1Database {
   // Each line is a statement; all of them run as one transaction.
   async exec(sql) {
     const lines = StringPrototypeSplit(StringPrototypeTrim(sql), "\n");
-    const r = query(this.#id, null, ArrayPrototypeMap(lines, (l) => ({ sql: l })));
+    const r = await query(this.#id, null, ArrayPrototypeMap(lines, (l) => ({ sql: l })));
     if (r.error !== undefined) {
       const message = `Error in line 1: ${lines[0]}: ${r.error}`;
       throw d1Error("D1_EXEC_ERROR", message);

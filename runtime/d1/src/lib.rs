@@ -5,8 +5,10 @@
 //! batch, an exec) is one transaction: all of it or none, durable (WAL
 //! fsynced) before the answer. The D1 API's shape is `js/d1.js`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -128,26 +130,29 @@ fn to_json(v: &SqlValue) -> Value {
 /// Runs `queries` (JSON: `[{ sql, params }]`) as one transaction. Answers
 /// JSON: `{ results: [{ columns, rows, meta }], bookmark }`, or `{ error }`
 /// (nothing of the call was kept).
+/// Runs on the blocking pool: the commit's fsync must not stall the
+/// isolate's other events.
 #[op2]
 #[string]
-fn op_d1_query(
-  state: &mut OpState,
+async fn op_d1_query(
+  state: Rc<RefCell<OpState>>,
   #[string] id: String,
   #[string] queries: String,
 ) -> Result<String, JsErrorBox> {
   let store = state
+    .borrow()
     .try_borrow::<Arc<D1Store>>()
     .cloned()
     .ok_or_else(|| JsErrorBox::generic("D1 databases are not available here"))?;
   let queries: Vec<Query> =
     serde_json::from_str(&queries).map_err(|e| JsErrorBox::type_error(e.to_string()))?;
-  let answer = match store.database(&id) {
-    Ok(d) => {
-      let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-      run(&mut d, &queries)
-    }
-    Err(e) => Err(e),
-  };
+  let answer = tokio::task::spawn_blocking(move || {
+    let d = store.database(&id)?;
+    let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
+    run(&mut d, &queries)
+  })
+  .await
+  .map_err(|e| JsErrorBox::generic(format!("D1: {e}")))?;
   Ok(
     match answer {
       Ok(v) => v,

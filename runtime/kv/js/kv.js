@@ -273,13 +273,13 @@ class KVNamespace {
     if (bytes.byteLength > MAX_VALUE_BYTES) {
       throw failed("PUT", 413, `Value length of ${bytes.byteLength} exceeds limit of ${MAX_VALUE_BYTES}.`);
     }
-    op_kvns_put(this.#id, name, bytes, metadata, expiration);
+    await op_kvns_put(this.#id, name, bytes, metadata, expiration);
   }
 
   async delete(name) {
     name = `${name}`;
     validateKeyName("DELETE", name);
-    op_kvns_delete(this.#id, name);
+    await op_kvns_delete(this.#id, name);
   }
 
   async list(options) {

@@ -6,8 +6,10 @@
 //! and are dropped when met. Validation and the API's shape live in
 //! `js/kv.js`, as workerd and miniflare split them.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -165,38 +167,56 @@ fn op_kvns_get(
   })
 }
 
-/// Stores `value` (with metadata JSON and an absolute expiration in
-/// seconds); returns once it is durable.
-#[op2(fast)]
-fn op_kvns_put(
-  state: &mut OpState,
-  #[string] ns: &str,
-  #[string] key: &str,
-  #[buffer] value: &[u8],
-  #[string] metadata: &str,
-  #[number] expiration: i64,
+/// Runs a write on the blocking pool: its fsync must not stall the
+/// isolate's other events.
+async fn write(
+  state: Rc<RefCell<OpState>>,
+  f: impl FnOnce(&KvStore) -> Result<(), JsErrorBox> + Send + 'static,
 ) -> Result<(), JsErrorBox> {
-  let metadata = (!metadata.is_empty()).then_some(metadata);
-  let expiration = (expiration > 0).then_some(expiration);
-  store(state)?.with(ns, |db| {
-    db.execute(
-      "INSERT OR REPLACE INTO kv (key, value, metadata, expiration) VALUES (?1, ?2, ?3, ?4)",
-      params![key, value, metadata, expiration],
-    )
-    .map(|_| ())
-  })
+  let store = store(&state.borrow())?;
+  tokio::task::spawn_blocking(move || f(&store))
+    .await
+    .map_err(|e| JsErrorBox::generic(format!("KV write: {e}")))?
 }
 
-#[op2(fast)]
-fn op_kvns_delete(
-  state: &mut OpState,
-  #[string] ns: &str,
-  #[string] key: &str,
+/// Stores `value` (with metadata JSON and an absolute expiration in
+/// seconds); resolves once it is durable.
+#[op2]
+async fn op_kvns_put(
+  state: Rc<RefCell<OpState>>,
+  #[string] ns: String,
+  #[string] key: String,
+  #[buffer(copy)] value: Vec<u8>,
+  #[string] metadata: String,
+  #[number] expiration: i64,
 ) -> Result<(), JsErrorBox> {
-  store(state)?.with(ns, |db| {
-    db.execute("DELETE FROM kv WHERE key = ?1", params![key])
+  write(state, move |store| {
+    let metadata = (!metadata.is_empty()).then_some(metadata);
+    let expiration = (expiration > 0).then_some(expiration);
+    store.with(&ns, |db| {
+      db.execute(
+        "INSERT OR REPLACE INTO kv (key, value, metadata, expiration) VALUES (?1, ?2, ?3, ?4)",
+        params![key, value, metadata, expiration],
+      )
       .map(|_| ())
+    })
   })
+  .await
+}
+
+#[op2]
+async fn op_kvns_delete(
+  state: Rc<RefCell<OpState>>,
+  #[string] ns: String,
+  #[string] key: String,
+) -> Result<(), JsErrorBox> {
+  write(state, move |store| {
+    store.with(&ns, |db| {
+      db.execute("DELETE FROM kv WHERE key = ?1", params![key])
+        .map(|_| ())
+    })
+  })
+  .await
 }
 
 /// Up to `limit` live keys after `cursor` starting with `prefix`, as JSON:

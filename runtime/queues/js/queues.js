@@ -75,7 +75,7 @@ function delayMs(seconds) {
   return seconds === undefined ? 0 : MathMax(0, +seconds) * 1000;
 }
 
-function enqueue(queue, items) {
+async function enqueue(queue, items) {
   const meta = [];
   let total = 0;
   for (const i of items) total += i.bytes.byteLength;
@@ -86,7 +86,7 @@ function enqueue(queue, items) {
     at += i.bytes.byteLength;
     ArrayPrototypePush(meta, { id: messageId(), len: i.bytes.byteLength, contentType: i.type, delayMs: i.delay });
   }
-  const { 0: count, 1: bytes, 2: oldest } = JSONParse(op_queue_send(queue, JSONStringify(meta), bodies));
+  const { 0: count, 1: bytes, 2: oldest } = JSONParse(await op_queue_send(queue, JSONStringify(meta), bodies));
   // What Cloudflare answers: the queue's backlog after the send.
   const metrics = { backlogCount: count, backlogBytes: bytes };
   if (oldest !== null) metrics.oldestMessageTimestamp = new Date(oldest);

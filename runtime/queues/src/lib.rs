@@ -7,7 +7,9 @@
 //! `attempts`; past `max_retries` a message goes to the dead-letter queue
 //! (or is dropped, as on Cloudflare, when there is none).
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -304,11 +306,11 @@ impl QueueStore {
 /// `[count, bytes, oldest ms | null]`.
 #[op2]
 #[string]
-fn op_queue_send(
-  state: &mut OpState,
-  #[string] queue: &str,
-  #[string] ids: &str,
-  #[buffer] bodies: &[u8],
+async fn op_queue_send(
+  state: Rc<RefCell<OpState>>,
+  #[string] queue: String,
+  #[string] ids: String,
+  #[buffer(copy)] bodies: Vec<u8>,
 ) -> Result<String, JsErrorBox> {
   #[derive(Deserialize)]
   struct Item {
@@ -320,11 +322,12 @@ fn op_queue_send(
     delay_ms: i64,
   }
   let store = state
+    .borrow()
     .try_borrow::<Arc<QueueStore>>()
     .cloned()
     .ok_or_else(|| JsErrorBox::generic("Queues are not available here"))?;
   let items: Vec<Item> =
-    serde_json::from_str(ids).map_err(|e| JsErrorBox::type_error(e.to_string()))?;
+    serde_json::from_str(&ids).map_err(|e| JsErrorBox::type_error(e.to_string()))?;
   let mut at = 0;
   let mut messages = Vec::new();
   for i in items {
@@ -334,10 +337,16 @@ fn op_queue_send(
     at += i.len;
     messages.push((i.id, body.to_vec(), i.content_type, i.delay_ms));
   }
-  store
-    .send(queue, &messages)
-    .map_err(|e| JsErrorBox::generic(format!("Queue send failed: {e}")))?;
-  let (count, bytes, oldest) = store.metrics(queue).map_err(JsErrorBox::generic)?;
+  // The commit's fsync runs on the blocking pool, off the isolate thread.
+  let (count, bytes, oldest) = tokio::task::spawn_blocking(move || {
+    store
+      .send(&queue, &messages)
+      .map_err(|e| format!("Queue send failed: {e}"))?;
+    store.metrics(&queue)
+  })
+  .await
+  .map_err(|e| JsErrorBox::generic(format!("Queue send: {e}")))?
+  .map_err(JsErrorBox::generic)?;
   Ok(serde_json::json!([count, bytes, oldest]).to_string())
 }
 
