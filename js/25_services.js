@@ -132,16 +132,28 @@ async function callFetch(name, props, request) {
 async function callMethod(name, props, kind, method, args) {
   spendSubrequest();
   const bytes = serialize(args);
-  const value = await invoke(name, props, async (target) => {
+  const value = await invoke(name, props, async (target, ctx) => {
     const decoded = decode(core.deserialize(bytes));
-    if (entrypoints.get(name).cls === undefined || ReflectHas(ObjectPrototype, method)) {
+    const entry = entrypoints.get(name);
+    // A class's methods are its prototype's (instance fields are not
+    // reachable, as on workerd); a handler object's are its own.
+    const known = entry.cls !== undefined ? ReflectHas(entry.cls.prototype, method) : target[method] !== undefined;
+    if (entry.bare || ReflectHas(ObjectPrototype, method) || !known) {
       throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
     }
     if (kind === "get") return serialize(await target[method]);
     if (typeof target[method] !== "function") {
-      throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
+      throw new TypeError(`"${method}" is not a function.`);
     }
-    return serialize(await target[method](...decoded));
+    if (entry.cls !== undefined) return serialize(await target[method](...decoded));
+    // A handler object's method is called as a handler: one argument,
+    // then env and ctx, as workerd calls it.
+    if (decoded.length !== 1) {
+      throw new TypeError(
+        `Attempted to call RPC function "${method}" with the wrong number of arguments. When calling a top-level handler function that is not declared as part of a class, you must always send exactly one argument. In order to support variable numbers of arguments, the server must use class-based syntax (extending WorkerEntrypoint) instead.`,
+      );
+    }
+    return serialize(await target[method](decoded[0], workerEnv, ctx));
   });
   return decode(core.deserialize(value));
 }
@@ -184,6 +196,11 @@ export function serviceStub(name, props, tag = "Fetcher") {
   const fetcher = new Fetcher(KEY, name, props ?? {}, tag);
   return new Proxy(fetcher, {
     get(target, prop) {
+      if (prop === "constructor") {
+        return function () {
+          throw new TypeError("Illegal constructor");
+        };
+      }
       if (typeof prop === "symbol" || OWN.includes(prop) || prop in ObjectPrototype) {
         const v = ReflectGet(target, prop, target);
         return typeof v === "function" ? v.bind(target) : v;
