@@ -170,13 +170,6 @@ impl Body {
   }
 }
 
-/// Where a request goes.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Route {
-  Assets,
-  Worker,
-}
-
 const CACHE_CONTROL: &str = "public, max-age=0, must-revalidate";
 
 impl Assets {
@@ -221,20 +214,23 @@ impl Assets {
     self.files.is_empty()
   }
 
-  /// The router: assets or the Worker.
-  pub fn route(&self, req: &Req) -> Route {
+  /// The router and the asset worker together: the assets' answer, or
+  /// None when the request is the Worker's. The path is resolved once,
+  /// unless routing looked without `not_found_handling` and found an
+  /// asset (the asset worker then resolves it with it).
+  pub fn answer(&self, req: &Req) -> Option<Reply> {
     if !self.cfg.has_worker {
-      return Route::Assets;
+      return Some(self.respond(req));
     }
     let path = req.url.path();
     let static_routing = match &self.cfg.run_worker_first {
-      RunWorkerFirst::Yes => return Route::Worker,
+      RunWorkerFirst::Yes => return None,
       RunWorkerFirst::Patterns { worker, assets } => {
         if assets.iter().any(|p| p.is_match(path)) {
-          return Route::Assets;
+          return Some(self.respond(req));
         }
         if worker.iter().any(|p| p.is_match(path)) {
-          return Route::Worker;
+          return None;
         }
         true
       }
@@ -250,16 +246,22 @@ impl Assets {
       NotFound::None
     };
     match self.decide(req, not_found) {
-      Decision::NoIntent => Route::Worker,
-      _ => Route::Assets,
+      Decision::NoIntent => None,
+      d if not_found == self.cfg.not_found_handling => Some(self.finish(req, d)),
+      _ => Some(self.respond(req)),
     }
   }
 
   /// The asset worker: the response for this request (a 404 where there
   /// is nothing to serve).
   pub fn respond(&self, req: &Req) -> Reply {
+    self.finish(req, self.decide(req, self.cfg.not_found_handling))
+  }
+
+  /// A decision as a response, `_headers` applied.
+  fn finish(&self, req: &Req, decision: Decision<'_>) -> Reply {
     let url = req.url;
-    let mut reply = match self.decide(req, self.cfg.not_found_handling) {
+    let mut reply = match decision {
       Decision::Reply(r) => r,
       Decision::NoIntent => empty(404),
       Decision::Asset { key, status } => self.serve(req, key, status),

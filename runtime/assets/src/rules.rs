@@ -220,17 +220,10 @@ impl Redirects {
     let (mut statics, mut dynamics, mut can_static) = (0, 0, true);
     let lines: Vec<&str> = text.split('\n').collect();
     for (i, raw) in lines.iter().enumerate() {
-      let line = raw.trim();
       let n = i + 1;
-      if line.is_empty() || line.starts_with('#') {
+      let Some(line) = usable(raw, n, &mut warnings) else {
         continue;
-      }
-      if line.len() > MAX_LINE_LENGTH {
-        warnings.push(format!(
-          "Ignoring line {n} as it exceeds the maximum allowed length of {MAX_LINE_LENGTH}."
-        ));
-        continue;
-      }
+      };
       let mut bad = |m: String| warnings.push(format!("line {n} ({line}): {m}"));
       let uncommented = match line.find(|c: char| c.is_whitespace()) {
         Some(_) => strip_trailing_comment(line),
@@ -336,6 +329,22 @@ impl Redirects {
   }
 }
 
+/// A line of `_redirects` or `_headers` trimmed, or None for a blank line,
+/// a comment, or one past the length limit (with wrangler's warning).
+fn usable<'a>(raw: &'a str, n: usize, warnings: &mut Vec<String>) -> Option<&'a str> {
+  let line = raw.trim();
+  if line.is_empty() || line.starts_with('#') {
+    return None;
+  }
+  if line.len() > MAX_LINE_LENGTH {
+    warnings.push(format!(
+      "Ignoring line {n} as it exceeds the maximum allowed length of {MAX_LINE_LENGTH}."
+    ));
+    return None;
+  }
+  Some(line)
+}
+
 fn strip_trailing_comment(line: &str) -> &str {
   // `\s+#.*$`: a `#` after whitespace starts a comment.
   let b = line.as_bytes();
@@ -388,17 +397,10 @@ impl HeaderRules {
       }
     };
     for (i, raw) in lines.iter().enumerate() {
-      let line = raw.trim();
       let n = i + 1;
-      if line.is_empty() || line.starts_with('#') {
+      let Some(line) = usable(raw, n, &mut warnings) else {
         continue;
-      }
-      if line.len() > MAX_LINE_LENGTH {
-        warnings.push(format!(
-          "Ignoring line {n} as it exceeds the maximum allowed length of {MAX_LINE_LENGTH}."
-        ));
-        continue;
-      }
+      };
       let is_path = line.starts_with('/')
         || line
           .find("://")

@@ -10,6 +10,11 @@ use std::sync::Arc;
 
 use cellhost_host::rules::{ModuleKind, ModuleRules, Rule};
 use cellhost_host::{Namespace, WorkerSpec};
+
+use crate::bindings::{
+  AssetsSection, D1Config, KvConfig, QueuesConfig, ServiceConfig, Triggers, assets, consumers,
+  services,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -24,7 +29,7 @@ pub struct Worker {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct WranglerConfig {
+pub(crate) struct WranglerConfig {
   name: Option<String>,
   main: Option<String>,
   compatibility_date: Option<String>,
@@ -37,7 +42,7 @@ struct WranglerConfig {
   assets: Option<AssetsSection>,
   services: Vec<ServiceConfig>,
   kv_namespaces: Vec<KvConfig>,
-  d1_databases: Vec<D1Config>,
+  pub(crate) d1_databases: Vec<D1Config>,
   queues: Option<QueuesConfig>,
   triggers: Option<Triggers>,
   /// Every file under the base directory can be imported here, so wrangler's
@@ -80,293 +85,6 @@ fn module_rules(file: &Path, rules: &[RuleConfig]) -> anyhow::Result<Arc<ModuleR
     tracing::warn!("{}: {w}", file.display());
   }
   Ok(Arc::new(rules))
-}
-
-/// One `[[d1_databases]]` entry. `database_name`, `preview_database_id` and
-/// `migrations_dir` concern wrangler's commands, not the running Worker.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct D1Config {
-  binding: String,
-  database_id: Option<String>,
-  database_name: Option<String>,
-  preview_database_id: Option<String>,
-  migrations_dir: Option<String>,
-  migrations_table: Option<String>,
-}
-
-/// Where `cellhost d1 migrations apply NAME` finds its database: the
-/// database id, the migrations folder and the table recording them.
-pub struct D1Migrations {
-  pub id: String,
-  pub dir: PathBuf,
-  pub table: String,
-}
-
-/// The `d1_databases` entry named `name` (binding or database_name) in the
-/// config of `dir`.
-pub fn d1_migrations(dir: &Path, name: &str) -> anyhow::Result<D1Migrations> {
-  let dir = std::fs::canonicalize(dir).with_context(|| format!("{}", dir.display()))?;
-  let file = ["wrangler.toml", "wrangler.jsonc", "wrangler.json"]
-    .iter()
-    .map(|n| dir.join(n))
-    .find(|f| f.exists())
-    .ok_or_else(|| {
-      anyhow::anyhow!(
-        "{}: no wrangler.toml, wrangler.jsonc or wrangler.json here",
-        dir.display()
-      )
-    })?;
-  let cfg = parse(&file, &std::fs::read_to_string(&file)?)?;
-  let Some(d) = cfg
-    .d1_databases
-    .iter()
-    .find(|d| d.binding == name || d.database_name.as_deref() == Some(name))
-  else {
-    bail!(
-      "{}: no d1_databases entry has the binding or database_name {name:?}",
-      file.display()
-    );
-  };
-  Ok(D1Migrations {
-    id: d.database_id.clone().unwrap_or_else(|| d.binding.clone()),
-    dir: dir.join(d.migrations_dir.as_deref().unwrap_or("migrations")),
-    table: d
-      .migrations_table
-      .clone()
-      .unwrap_or_else(|| "d1_migrations".into()),
-  })
-}
-
-/// `[queues]`: producers and consumers.
-#[derive(Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-struct QueuesConfig {
-  producers: Vec<ProducerConfig>,
-  consumers: Vec<ConsumerConfig>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProducerConfig {
-  binding: String,
-  queue: String,
-}
-
-/// A consumer; `max_concurrency` is read but one batch of a queue is
-/// delivered at a time here (a warning says so when it asks for more).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConsumerConfig {
-  queue: String,
-  max_batch_size: Option<u32>,
-  max_batch_timeout: Option<f64>,
-  max_retries: Option<u32>,
-  dead_letter_queue: Option<String>,
-  retry_delay: Option<f64>,
-  max_concurrency: Option<u32>,
-}
-
-fn consumers(
-  file: &Path,
-  list: &[ConsumerConfig],
-) -> anyhow::Result<Vec<cellhost_queues::Consumer>> {
-  list
-    .iter()
-    .map(|c| {
-      let size = c.max_batch_size.unwrap_or(10);
-      if !(1..=100).contains(&size) {
-        bail!("{}: queues.consumers ({}): max_batch_size must be 1 to 100", file.display(), c.queue);
-      }
-      let timeout = c.max_batch_timeout.unwrap_or(5.0);
-      if !(0.0..=60.0).contains(&timeout) {
-        bail!("{}: queues.consumers ({}): max_batch_timeout must be 0 to 60 seconds", file.display(), c.queue);
-      }
-      let retries = c.max_retries.unwrap_or(3);
-      if retries > 100 {
-        bail!("{}: queues.consumers ({}): max_retries must be at most 100", file.display(), c.queue);
-      }
-      let delay = c.retry_delay.unwrap_or(0.0);
-      if !(0.0..=43200.0).contains(&delay) {
-        bail!("{}: queues.consumers ({}): retry_delay must be 0 to 43200 seconds", file.display(), c.queue);
-      }
-      if c.max_concurrency.is_some_and(|n| n != 1) {
-        tracing::warn!(
-          "{}: queues.consumers ({}): max_concurrency is not supported by cellhost yet: one batch is delivered at a time",
-          file.display(),
-          c.queue
-        );
-      }
-      Ok(cellhost_queues::Consumer {
-        queue: c.queue.clone(),
-        max_batch_size: size as usize,
-        max_batch_timeout: std::time::Duration::from_secs_f64(timeout),
-        max_retries: retries,
-        dead_letter_queue: c.dead_letter_queue.clone(),
-        retry_delay: std::time::Duration::from_secs_f64(delay),
-      })
-    })
-    .collect()
-}
-
-/// `[triggers]`: Cron Triggers.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Triggers {
-  crons: Vec<String>,
-}
-
-/// One `[[kv_namespaces]]` entry. `preview_id` is wrangler's namespace for
-/// remote previews: the local data is the same, so it changes nothing.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KvConfig {
-  binding: String,
-  id: Option<String>,
-  #[allow(dead_code)]
-  preview_id: Option<String>,
-}
-
-/// One `[[services]]` entry; a key cellhost does not act on is refused.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServiceConfig {
-  binding: String,
-  service: String,
-  entrypoint: Option<String>,
-  props: Option<Value>,
-}
-
-/// Service bindings: to this Worker itself (the default export or a named
-/// entrypoint); another Worker is refused by name until several Workers
-/// run in one process.
-fn services(
-  file: &Path,
-  name: &str,
-  list: &[ServiceConfig],
-) -> anyhow::Result<Vec<cellhost_host::ServiceBinding>> {
-  list
-    .iter()
-    .map(|s| {
-      if s.service != name {
-        bail!(
-          "{}: service binding {} names Worker {:?}; bindings to other Workers are not supported by cellhost yet (only to this Worker, {name:?}, and its entrypoints)",
-          file.display(),
-          s.binding,
-          s.service
-        );
-      }
-      let props = s.props.clone().unwrap_or(Value::Object(Map::new()));
-      if !props.is_object() {
-        bail!(
-          "{}: service binding {}: props must be an object",
-          file.display(),
-          s.binding
-        );
-      }
-      Ok(cellhost_host::ServiceBinding {
-        binding: s.binding.clone(),
-        entrypoint: s.entrypoint.clone(),
-        props,
-      })
-    })
-    .collect()
-}
-
-/// `[assets]`; a key wrangler does not have is refused.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AssetsSection {
-  directory: Option<String>,
-  binding: Option<String>,
-  html_handling: Option<String>,
-  not_found_handling: Option<String>,
-  run_worker_first: Option<Value>,
-}
-
-/// The assets section resolved against the config's directory and flags.
-fn assets(
-  file: &Path,
-  dir: &Path,
-  section: &AssetsSection,
-  has_worker: bool,
-  date: Option<&str>,
-  flags: &[String],
-) -> anyhow::Result<cellhost_assets::Assets> {
-  use cellhost_assets::{AssetsConfig, HtmlHandling, NotFound, RunWorkerFirst};
-  let at = |what: String| anyhow::anyhow!("{}: assets.{what}", file.display());
-  let Some(directory) = &section.directory else {
-    bail!(
-      "{}: assets.directory is missing (the folder of files to serve)",
-      file.display()
-    );
-  };
-  let html_handling = match section.html_handling.as_deref() {
-    None | Some("auto-trailing-slash") => HtmlHandling::AutoTrailingSlash,
-    Some("force-trailing-slash") => HtmlHandling::ForceTrailingSlash,
-    Some("drop-trailing-slash") => HtmlHandling::DropTrailingSlash,
-    Some("none") => HtmlHandling::None,
-    Some(other) => {
-      return Err(at(format!(
-        "html_handling = {other:?}: expected \"auto-trailing-slash\", \"force-trailing-slash\", \"drop-trailing-slash\" or \"none\""
-      )));
-    }
-  };
-  let not_found_handling = match section.not_found_handling.as_deref() {
-    None | Some("none") => NotFound::None,
-    Some("single-page-application") => NotFound::SinglePageApplication,
-    Some("404-page") => NotFound::Page404,
-    Some(other) => {
-      return Err(at(format!(
-        "not_found_handling = {other:?}: expected \"single-page-application\", \"404-page\" or \"none\""
-      )));
-    }
-  };
-  let run_worker_first = match &section.run_worker_first {
-    None | Some(Value::Bool(false)) => RunWorkerFirst::No,
-    Some(Value::Bool(true)) => {
-      if section.binding.is_none() {
-        tracing::warn!(
-          "{}: run_worker_first = true without an assets binding: every request runs the Worker, which cannot reach the assets (set assets.binding)",
-          file.display()
-        );
-      }
-      RunWorkerFirst::Yes
-    }
-    Some(Value::Array(list)) => {
-      let rules: Option<Vec<String>> = list.iter().map(|v| v.as_str().map(String::from)).collect();
-      let rules = rules.ok_or_else(|| at("run_worker_first: expected strings".into()))?;
-      RunWorkerFirst::patterns(&rules).map_err(|e| at(format!("run_worker_first: {e}")))?
-    }
-    Some(other) => {
-      return Err(at(format!(
-        "run_worker_first = {other}: expected a boolean or an array of route patterns"
-      )));
-    }
-  };
-  if !has_worker && !matches!(run_worker_first, RunWorkerFirst::No) {
-    bail!(
-      "{}: Cannot set run_worker_first without a Worker script (`main`)",
-      file.display()
-    );
-  }
-  let flag = |f: &str| flags.iter().any(|x| x == f);
-  let navigation_prefers_assets = !flag("assets_navigation_has_no_effect")
-    && (flag("assets_navigation_prefers_asset_serving") || date.is_some_and(|d| d >= "2025-04-01"));
-  let (assets, warnings) = cellhost_assets::Assets::load(AssetsConfig {
-    directory: dir.join(directory),
-    html_handling,
-    not_found_handling,
-    run_worker_first,
-    navigation_prefers_assets,
-    has_worker,
-  })
-  .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-  for w in warnings {
-    tracing::warn!("{}: {w}", file.display());
-  }
-  Ok(assets)
 }
 
 #[derive(Deserialize, Default)]
@@ -613,7 +331,7 @@ fn assets_only_main(data_dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// A config file's text: TOML for `wrangler.toml`, JSON with comments and
 /// trailing commas otherwise. Pure, so the property tests can reach it.
-fn parse(file: &Path, text: &str) -> anyhow::Result<WranglerConfig> {
+pub(crate) fn parse(file: &Path, text: &str) -> anyhow::Result<WranglerConfig> {
   let cfg = if file.extension().is_some_and(|e| e == "toml") {
     toml::from_str(text).with_context(|| format!("{}", file.display()))?
   } else {

@@ -1,5 +1,6 @@
 //! The `cellhost` command.
 
+mod bindings;
 mod config;
 mod flags;
 mod keys;
@@ -167,7 +168,7 @@ fn main() {
 }
 
 fn d1_migrations_apply(args: MigrationsArgs) -> anyhow::Result<()> {
-  let m = config::d1_migrations(&args.path, &args.database)?;
+  let m = bindings::d1_migrations(&args.path, &args.database)?;
   let mut files: Vec<PathBuf> = std::fs::read_dir(&m.dir)
     .map_err(|e| anyhow::anyhow!("migrations folder {}: {e}", m.dir.display()))?
     .filter_map(|e| e.ok().map(|e| e.path()))

@@ -194,8 +194,8 @@ async fn handle(
       url: &u,
       header: &header,
     };
-    if assets.route(&req) == cellhost_assets::Route::Assets {
-      return Ok(asset_response(assets.respond(&req)).await);
+    if let Some(reply) = assets.answer(&req) {
+      return Ok(asset_response(reply).await);
     }
   }
   let headers = parts
