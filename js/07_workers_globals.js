@@ -2,6 +2,7 @@
 // `IdentityTransformStream`, `FixedLengthStream`, and the `cf` object of
 // incoming requests.
 import { core, primordials } from "ext:core/mod.js";
+import { markSized } from "ext:cellhost_r2/r2.js";
 
 const {
 
@@ -81,6 +82,7 @@ export class FixedLengthStream extends IdentityTransformStream {
     });
     this.#length = expected;
     fixedLengths.set(this.readable, expected);
+    markSized(this.readable);
   }
   get expectedLength() {
     return this.#length;

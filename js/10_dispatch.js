@@ -20,6 +20,7 @@ import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
 import { d1Database } from "ext:cellhost_d1/d1.js";
+import { r2Bucket } from "ext:cellhost_r2/r2.js";
 import { makeBatch, queueProducer } from "ext:cellhost_queues/queues.js";
 
 const {
@@ -120,6 +121,7 @@ export function prepare(configJson) {
   for (const { 0: binding, 1: id } of config.d1Databases) {
     config.env[binding] = d1Database(id);
   }
+  for (const binding of config.r2Buckets) config.env[binding] = r2Bucket(binding);
   for (const { 0: binding, 1: queue } of config.queueProducers) {
     config.env[binding] = queueProducer(queue);
   }

@@ -65,12 +65,12 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
   write(
     &d,
     "wrangler.toml",
-    &format!("{base}[[r2_buckets]]\nbinding = \"B\"\nbucket_name = \"x\"\n"),
+    &format!("{base}[[vectorize]]\nbinding = \"V\"\nindex_name = \"x\"\n"),
   );
   let (code, out) = cellhost_fails(&d);
   assert_eq!(code, Some(1), "{out}");
   assert!(
-    out.contains("`r2_buckets` (R2 bucket bindings) is not supported"),
+    out.contains("`vectorize` (Vectorize bindings) is not supported"),
     "{out}"
   );
   // Settings that change nothing here, and unknown keys, are warnings.

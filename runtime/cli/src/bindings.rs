@@ -155,6 +155,49 @@ pub(crate) struct KvConfig {
   pub(crate) preview_id: Option<String>,
 }
 
+/// One `[[r2_buckets]]` entry. `preview_bucket_name` is wrangler's bucket
+/// for remote previews: the local data is the same, so it changes nothing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct R2Config {
+  pub(crate) binding: String,
+  pub(crate) bucket_name: Option<String>,
+  #[allow(dead_code)]
+  pub(crate) preview_bucket_name: Option<String>,
+  pub(crate) jurisdiction: Option<String>,
+  pub(crate) remote: Option<bool>,
+}
+
+/// (binding, bucket name) of each R2 binding; wrangler dev names a bucket
+/// without `bucket_name` by its binding.
+pub(crate) fn r2_buckets(file: &Path, list: &[R2Config]) -> anyhow::Result<Vec<(String, String)>> {
+  list
+    .iter()
+    .map(|b| {
+      if b.remote == Some(true) {
+        bail!(
+          "{}: r2_buckets ({}): `remote = true` would reach Cloudflare's R2; cellhost serves R2 from its own storage (point it at a bucket with --r2 {}=s3://…)",
+          file.display(),
+          b.binding,
+          b.binding
+        );
+      }
+      if let Some(j) = &b.jurisdiction {
+        tracing::warn!(
+          "{}: r2_buckets ({}): jurisdiction {j:?} changes nothing here: the data stays where --r2 or --data puts it",
+          file.display(),
+          b.binding
+        );
+      }
+      let name = b.bucket_name.clone().unwrap_or_else(|| b.binding.clone());
+      if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        bail!("{}: r2_buckets ({}): bucket_name {name:?} is not a bucket name", file.display(), b.binding);
+      }
+      Ok((b.binding.clone(), name))
+    })
+    .collect()
+}
+
 /// One `[[services]]` entry; a key cellhost does not act on is refused.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

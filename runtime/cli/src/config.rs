@@ -12,8 +12,8 @@ use cellhost_host::rules::{ModuleKind, ModuleRules, Rule};
 use cellhost_host::{Namespace, WorkerSpec};
 
 use crate::bindings::{
-  AssetsSection, D1Config, KvConfig, QueuesConfig, ServiceConfig, Triggers, assets, consumers,
-  services,
+  AssetsSection, D1Config, KvConfig, QueuesConfig, R2Config, ServiceConfig, Triggers, assets,
+  consumers, services,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -25,6 +25,9 @@ pub struct Worker {
   pub consumers: Vec<cellhost_queues::Consumer>,
   /// `triggers.crons`.
   pub crons: cellhost_cron::Crons,
+  /// `r2_buckets`: (binding, bucket name); where each lives is decided at
+  /// start (`--r2`, the fleet's bucket, or the data directory).
+  pub r2_buckets: Vec<(String, String)>,
 }
 
 #[derive(Deserialize, Default)]
@@ -42,6 +45,7 @@ pub(crate) struct WranglerConfig {
   assets: Option<AssetsSection>,
   services: Vec<ServiceConfig>,
   kv_namespaces: Vec<KvConfig>,
+  r2_buckets: Vec<R2Config>,
   pub(crate) d1_databases: Vec<D1Config>,
   queues: Option<QueuesConfig>,
   triggers: Option<Triggers>,
@@ -268,6 +272,7 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       )
     })
     .collect();
+  worker.r2_buckets = crate::bindings::r2_buckets(&file, &cfg.r2_buckets)?;
   // wrangler dev keys a namespace without an id by its binding name.
   worker.spec.kv_namespaces = cfg
     .kv_namespaces
@@ -370,6 +375,7 @@ fn spec(
   Ok(Worker {
     crons: cellhost_cron::Crons::parse(&[]).expect("no expressions"),
     consumers: Vec::new(),
+    r2_buckets: Vec::new(),
     name: name.clone(),
     spec: WorkerSpec {
       name,
@@ -388,6 +394,7 @@ fn spec(
       services: Vec::new(),
       kv_namespaces: Vec::new(),
       d1_databases: Vec::new(),
+      r2_buckets: None,
       queue_producers: Vec::new(),
       queues: None,
       ctx_exports: true,

@@ -8,7 +8,6 @@ use serde_json::Value;
 
 /// Keys whose absence changes what the Worker sees: refused by name.
 const REFUSED: &[(&str, &str)] = &[
-  ("r2_buckets", "R2 bucket bindings"),
   ("site", "Workers Sites"),
   ("ai", "the Workers AI binding"),
   ("vectorize", "Vectorize bindings"),

@@ -90,12 +90,19 @@ struct RunArgs {
   /// This node's name in the fleet (its lease is nodes/NAME.json).
   #[arg(long, requires = "bucket")]
   node: Option<String>,
-  /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed).
+  /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed);
+  /// also used by `--r2` buckets on s3://.
   #[arg(long)]
   endpoint: Option<String>,
   /// S3 region.
   #[arg(long)]
   region: Option<String>,
+  /// Where an R2 binding keeps its objects, as BINDING=URL (file:///abs/path,
+  /// s3://NAME[/PREFIX], gs://…, az://…); repeatable. Default: the directory
+  /// <data>/r2/<bucket_name>, or in bucket mode the fleet's bucket under
+  /// r2/<bucket_name>.
+  #[arg(long = "r2", value_name = "BINDING=URL")]
+  r2: Vec<String>,
   /// The node lease's lifetime; it is renewed every third of it, and the
   /// node stops acknowledging a fifth of it before it expires.
   #[arg(long, default_value_t = 10_000)]
@@ -228,6 +235,7 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
 fn run(args: RunArgs) -> anyhow::Result<()> {
   cellhost_host::set_egress(args.egress);
   let mut worker = config::load(&args.path, &args.data)?;
+  let mut fleet_bucket = None;
   let fleet = match (&args.bucket, &args.node) {
     (Some(_), Some(_)) if worker.spec.assets.is_some() => {
       anyhow::bail!(
@@ -261,6 +269,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         config: Vec::new(),
       };
       let bucket = cellhost_bucket::Bucket::open(url, &opts)?;
+      fleet_bucket = Some(bucket.clone());
       let cfg = cellhost_fleet::LeaseConfig {
         ttl_ms: args.lease_ttl_ms,
         margin_ms: args.lease_ttl_ms / 5,
@@ -278,6 +287,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     _ => None,
   };
   worker.spec.fleet = fleet.clone();
+  worker.spec.r2_buckets = r2_buckets(&worker, &args, fleet_bucket)?;
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())
@@ -378,4 +388,53 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   })?;
   fleet.shutdown();
   std::process::exit(0);
+}
+
+/// Opens each R2 binding's bucket: `--r2 BINDING=URL`, else the fleet's
+/// bucket under `r2/<bucket_name>`, else `<data>/r2/<bucket_name>`.
+fn r2_buckets(
+  worker: &config::Worker,
+  args: &RunArgs,
+  fleet: Option<cellhost_bucket::Bucket>,
+) -> anyhow::Result<Option<std::sync::Arc<cellhost_r2::R2Buckets>>> {
+  let mut urls = std::collections::HashMap::new();
+  for s in &args.r2 {
+    let Some((binding, url)) = s.split_once('=') else {
+      anyhow::bail!("--r2 {s}: expected BINDING=URL");
+    };
+    if !worker.r2_buckets.iter().any(|(b, _)| b == binding) {
+      anyhow::bail!("--r2 {s}: the Worker has no R2 binding named {binding}");
+    }
+    urls.insert(binding.to_string(), url.to_string());
+  }
+  if worker.r2_buckets.is_empty() {
+    return Ok(None);
+  }
+  let opts = cellhost_bucket::BucketOptions {
+    endpoint: args.endpoint.clone(),
+    region: args.region.clone(),
+    config: Vec::new(),
+  };
+  let mut out = cellhost_r2::R2Buckets::default();
+  for (binding, name) in &worker.r2_buckets {
+    let bucket = match (urls.get(binding), &fleet) {
+      (Some(url), _) => cellhost_bucket::Bucket::open(url, &opts)?,
+      (None, Some(f)) => f.clone().with_prefix(&format!("r2/{name}"))?,
+      (None, None) => {
+        let dir = args.data.join("r2");
+        std::fs::create_dir_all(&dir)?;
+        let dir = std::fs::canonicalize(&dir)?;
+        cellhost_bucket::Bucket::open(&format!("file://{}", dir.display()), &opts)?
+          .with_prefix(name)?
+      }
+    };
+    tracing::info!(
+      "R2 binding {binding} (bucket {name}): {}",
+      bucket.describe()
+    );
+    out
+      .0
+      .insert(binding.clone(), cellhost_r2::R2Bucket::new(bucket));
+  }
+  Ok(Some(std::sync::Arc::new(out)))
 }

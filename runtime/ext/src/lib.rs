@@ -31,7 +31,7 @@ pub use wake::Wake;
 
 deno_core::extension!(
   cellhost,
-  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets, cellhost_kv, cellhost_d1, cellhost_queues],
+  deps = [deno_webidl, deno_web, deno_fetch, deno_crypto, cellhost_html, cellhost_sockets, cellhost_cache, cellhost_assets, cellhost_kv, cellhost_r2, cellhost_d1, cellhost_queues],
   ops = [
     http::op_cellhost_next,
     http::op_cellhost_respond_text,

@@ -26,6 +26,7 @@ pub fn extensions() -> Vec<Extension> {
     cellhost_cache::cellhost_cache::init(),
     cellhost_assets::binding::cellhost_assets::init(),
     cellhost_kv::cellhost_kv::init(),
+    cellhost_r2::cellhost_r2::init(),
     cellhost_d1::cellhost_d1::init(),
     cellhost_queues::cellhost_queues::init(),
     crate::cellhost::init(),

@@ -211,6 +211,9 @@ async fn boot(
     if !spec.kv_namespaces.is_empty() {
       state.put(cellhost_kv::KvStore::for_dir(&spec.data_dir));
     }
+    if let Some(r2) = &spec.r2_buckets {
+      state.put(r2.clone());
+    }
     if let Some(q) = &spec.queues {
       state.put(q.clone());
     }
@@ -247,6 +250,7 @@ async fn boot(
     "services": spec.services,
     "kvNamespaces": spec.kv_namespaces,
     "d1Databases": spec.d1_databases,
+    "r2Buckets": spec.r2_buckets.iter().flat_map(|b| b.0.keys()).collect::<Vec<_>>(),
     "queueProducers": spec.queue_producers,
     "ctxExports": spec.ctx_exports,
     "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),

@@ -67,6 +67,8 @@ pub struct WorkerSpec {
   pub assets_binding: Option<String>,
   /// KV namespaces: (binding, namespace id), stored under `data_dir/kv`.
   pub kv_namespaces: Vec<(String, String)>,
+  /// R2 buckets by binding name (each a local directory or a bucket URL).
+  pub r2_buckets: Option<std::sync::Arc<cellhost_r2::R2Buckets>>,
   /// D1 databases: (binding, database id), stored under `data_dir/d1`.
   pub d1_databases: Vec<(String, String)>,
   /// Queue producers: (binding, queue name).
