@@ -8,9 +8,17 @@ import {
   setModuleExports,
   WorkerEntrypoint,
 } from "ext:cellhost/20_workers_module.js";
-import { ExecutionContext, serviceStub, setupServices } from "ext:cellhost/25_services.js";
-import { makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
+import {
+  callFetch,
+  ExecutionContext,
+  remoteServiceStub,
+  serveCall,
+  serviceStub,
+  setupServices,
+} from "ext:cellhost/25_services.js";
+import { errorJson, makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
 import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
+import "ext:cellhost/42_facets.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
@@ -42,6 +50,7 @@ const {
   op_cellhost_respond_error,
   op_cellhost_respond_ws,
   op_cellhost_log,
+  op_do_reply,
 } = core.ops;
 
 const { request: requestMod, response: responseMod, streams, event } =
@@ -126,7 +135,9 @@ export function prepare(configJson) {
     config.env[binding] = queueProducer(queue);
   }
   for (const s of config.services) {
-    config.env[s.binding] = serviceStub(s.entrypoint ?? "default", s.props);
+    config.env[s.binding] = s.worker === null
+      ? serviceStub(s.entrypoint ?? "default", s.props)
+      : remoteServiceStub(s.worker, s.entrypoint, s.props);
   }
   if (config.assetsBinding) config.env[config.assetsBinding] = assetsBinding();
   setModuleEnv(config.env);
@@ -197,6 +208,8 @@ async function runLoop() {
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i];
       if (job.kind === "export") dispatchExport(job);
+      else if (job.kind === "service") serveServiceCall(job);
+      else if (job.service !== null) serveServiceFetch(job);
       else if (job.kind === "scheduled") runScheduled(job);
       else if (job.kind === "queue") runQueue(job);
       else if (job.actor === null) handle(job);
@@ -393,6 +406,33 @@ function refusedElsewhere(id, e) {
   ];
   op_cellhost_respond_text(id, 503, headers, `${e.message}\n`);
   return true;
+}
+
+// Another Worker's service binding: its request for one of our entrypoints.
+async function serveServiceFetch(job) {
+  const { entrypoint, props } = JSONParse(job.service);
+  let response;
+  try {
+    response = await callFetch(entrypoint ?? "default", props, makeRequest(job));
+  } catch (e) {
+    // As from the network: the caller gets a 500, not the exception.
+    log(3, `Uncaught ${errorText(e)}\n`);
+    op_cellhost_respond_text(job.id, 500, [], "Internal Server Error");
+    return;
+  }
+  respond(job.id, response);
+}
+
+// Another Worker's JS RPC call on one of our entrypoints.
+async function serveServiceCall(job) {
+  const { entrypoint, props } = JSONParse(job.service);
+  try {
+    const { 0: kind, 1: args } = core.deserialize(job.args);
+    const bytes = await serveCall(entrypoint ?? "default", props, kind, job.method, args);
+    op_do_reply(job.id, true, bytes);
+  } catch (e) {
+    op_do_reply(job.id, false, core.encode(errorJson(e)));
+  }
 }
 
 async function handle(job) {

@@ -6,25 +6,34 @@
 // 30_durable_objects.js). Errors reach the caller with their class, message
 // and own properties, marked `remote`, as workerd delivers them.
 import { core, primordials } from "ext:core/mod.js";
-import { decode, encode } from "ext:cellhost/30_durable_objects.js";
-import { WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
+import {
+  decode,
+  encode,
+  fetchVia,
+  outputGate,
+  remoteError,
+  toRequest,
+} from "ext:cellhost/30_durable_objects.js";
+import { DurableObject, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { spendSubrequest, withBudget } from "ext:cellhost/06_budget.js";
 import { KEY } from "ext:cellhost/01_keys.js";
 
 const {
   ArrayPrototypePush,
   Error,
+  JSONStringify,
   ObjectKeys,
   ObjectPrototypeIsPrototypeOf,
   Proxy,
   ReflectGet,
   ReflectHas,
   SafeMap,
+  SafeWeakMap,
   SymbolToStringTag,
   TypeError,
 } = primordials;
 const ObjectPrototype = Object.prototype;
-const { op_cellhost_log } = core.ops;
+const { op_cellhost_log, op_service_fetch, op_service_call } = core.ops;
 
 // The Worker's entrypoints by export name, filled at boot; env likewise.
 const entrypoints = new SafeMap();
@@ -113,7 +122,7 @@ function invoke(name, props, fn) {
   });
 }
 
-async function callFetch(name, props, request) {
+export async function callFetch(name, props, request) {
   return await invoke(name, props, async (target, ctx) => {
     if (typeof target?.fetch !== "function") {
       throw new Error("Handler does not export a fetch() function.");
@@ -132,8 +141,33 @@ async function callFetch(name, props, request) {
 async function callMethod(name, props, kind, method, args) {
   spendSubrequest();
   const bytes = serialize(args);
-  const value = await invoke(name, props, async (target, ctx) => {
-    const decoded = decode(core.deserialize(bytes));
+  const value = await runMethod(name, props, kind, method, () => decode(core.deserialize(bytes)), serialize);
+  return decode(core.deserialize(value));
+}
+
+// V8 serialization of plain values: between Workers nothing passes by
+// reference (a function or RpcTarget is a DataCloneError naming it).
+function plainSerialize(v) {
+  try {
+    return core.serialize(v);
+  } catch (e) {
+    throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
+  }
+}
+
+/** Another Worker's call of `method` on entrypoint `name`: the result's bytes. */
+export function serveCall(name, props, kind, method, args) {
+  if (!entrypoints.has(name)) {
+    throw new Error(`This Worker has no entrypoint named "${name}".`);
+  }
+  return runMethod(name, props, kind, method, () => args, plainSerialize);
+}
+
+/** Runs `method` of entrypoint `name` as a new event: `args()` gives the
+ * arguments, `ser` turns the result into what goes back. */
+async function runMethod(name, props, kind, method, args, ser) {
+  return await invoke(name, props, async (target, ctx) => {
+    const decoded = args();
     const entry = entrypoints.get(name);
     // A class's methods are its prototype's (instance fields are not
     // reachable, as on workerd); a handler object's are its own.
@@ -141,11 +175,11 @@ async function callMethod(name, props, kind, method, args) {
     if (entry.bare || ReflectHas(ObjectPrototype, method) || !known) {
       throw new TypeError(`The RPC receiver does not implement the method "${method}".`);
     }
-    if (kind === "get") return serialize(await target[method]);
+    if (kind === "get") return ser(await target[method]);
     if (typeof target[method] !== "function") {
       throw new TypeError(`"${method}" is not a function.`);
     }
-    if (entry.cls !== undefined) return serialize(await target[method](...decoded));
+    if (entry.cls !== undefined) return ser(await target[method](...decoded));
     // A handler object's method is called as a handler: one argument,
     // then env and ctx, as workerd calls it.
     if (decoded.length !== 1) {
@@ -153,9 +187,8 @@ async function callMethod(name, props, kind, method, args) {
         `Attempted to call RPC function "${method}" with the wrong number of arguments. When calling a top-level handler function that is not declared as part of a class, you must always send exactly one argument. In order to support variable numbers of arguments, the server must use class-based syntax (extending WorkerEntrypoint) instead.`,
       );
     }
-    return serialize(await target[method](decoded[0], workerEnv, ctx));
+    return ser(await target[method](decoded[0], workerEnv, ctx));
   });
-  return decode(core.deserialize(value));
 }
 
 class Fetcher {
@@ -173,16 +206,7 @@ class Fetcher {
   }
   async fetch(input, init) {
     spendSubrequest();
-    let request;
-    try {
-      request = new Request(input, init);
-    } catch (e) {
-      if (typeof input === "string" && e?.name === "TypeError" && !URL.canParse(input)) {
-        throw new TypeError(`Invalid URL: ${input}`);
-      }
-      throw e;
-    }
-    return await callFetch(this.#name, this.#props, request);
+    return await callFetch(this.#name, this.#props, toRequest(input, init));
   }
   connect() {
     throw new Error("connect() on a service binding is not supported by cellhost yet");
@@ -194,6 +218,47 @@ const OWN = ["fetch", "connect"];
 /** A binding to entrypoint `name` ("default" for the default export). */
 export function serviceStub(name, props, tag = "Fetcher") {
   const fetcher = new Fetcher(KEY, name, props ?? {}, tag);
+  return stubProxy(fetcher, (kind, prop, args) => callMethod(name, props, kind, prop, args));
+}
+
+/** A Fetcher for another Worker of the process (`services` naming it). */
+class RemoteFetcher {
+  #worker;
+  #target;
+  constructor(key, worker, target) {
+    if (key !== KEY) throw new TypeError("Illegal constructor");
+    this.#worker = worker;
+    this.#target = target;
+  }
+  get [SymbolToStringTag]() {
+    return "Fetcher";
+  }
+  async fetch(input, init) {
+    return await fetchVia(input, init, (method, url, headers, bodyRid) =>
+      op_service_fetch(this.#worker, this.#target, method, url, headers, bodyRid));
+  }
+  connect() {
+    throw new Error("connect() on a service binding is not supported by cellhost yet");
+  }
+}
+
+/** A binding to entrypoint `entrypoint` (null: default) of Worker `worker`. */
+export function remoteServiceStub(worker, entrypoint, props) {
+  const target = JSONStringify({ entrypoint, props: props ?? {} });
+  const call = async (kind, method, args) => {
+    spendSubrequest();
+    const bytes = plainSerialize([kind, args]);
+    await outputGate();
+    const { 0: ok, 1: payload } = await op_service_call(worker, target, method, bytes);
+    if (!ok) throw remoteError(new TextDecoder().decode(payload));
+    return core.deserialize(payload);
+  };
+  return stubProxy(new RemoteFetcher(KEY, worker, target), call);
+}
+
+// A Fetcher whose other members are RPC: `stub.method(...args)` calls,
+// `await stub.prop` reads, through `call(kind, prop, args)`.
+export function stubProxy(fetcher, call) {
   return new Proxy(fetcher, {
     get(target, prop) {
       if (prop === "constructor") {
@@ -207,10 +272,9 @@ export function serviceStub(name, props, tag = "Fetcher") {
       }
       // Not a promise, and not JSON: both are looked up by the language.
       if (prop === "then" || prop === "toJSON") return undefined;
-      const call = (...args) => callMethod(name, props, "call", prop, args);
-      call.then = (resolve, reject) =>
-        callMethod(name, props, "get", prop, []).then(resolve, reject);
-      return call;
+      const method = (...args) => call("call", prop, args);
+      method.then = (resolve, reject) => call("get", prop, []).then(resolve, reject);
+      return method;
     },
     has(target, prop) {
       return typeof prop === "string" || ReflectHas(target, prop);
@@ -235,10 +299,28 @@ function exportEntry(name) {
   });
 }
 
-/** `ctx.exports.Class` for a Durable Object class: its namespace, callable
- * (props are for facets, which are not here yet). */
-function namespaceEntry(namespace) {
-  return new Proxy(() => namespace, {
+// What a facet is started from (`class` of its startup options): the
+// Durable Object classes of ctx.exports, with the props they give ctx.props.
+const facetClasses = new SafeWeakMap();
+
+/** The class (and props) a facet's `class` option names, if it is one. */
+export function facetClassOf(v) {
+  return (typeof v === "function" || typeof v === "object") && v !== null ? facetClasses.get(v) : undefined;
+}
+
+// A Durable Object class as a facet class: calling it with `{ props }`
+// gives the same class with those props.
+function doClass(className, cls, props) {
+  const make = (opts) => doClass(className, cls, opts?.props ?? {});
+  facetClasses.set(make, { className, cls, uniqueKey: null, sqlite: true, props });
+  return make;
+}
+
+/** `ctx.exports.Class` for a Durable Object class with a namespace: the
+ * namespace, callable for the namespace with props (an object, as on
+ * workerd), which also names the class for facets. */
+function namespaceEntry(namespace, className, cls) {
+  const forward = () => ({
     get(_target, prop) {
       const v = ReflectGet(namespace, prop, namespace);
       return typeof v === "function" ? v.bind(namespace) : v;
@@ -247,6 +329,14 @@ function namespaceEntry(namespace) {
       return ReflectHas(namespace, prop);
     },
   });
+  const withProps = (opts) => {
+    const o = new Proxy({}, forward());
+    facetClasses.set(o, { className, cls, uniqueKey: null, sqlite: true, props: opts?.props ?? {} });
+    return o;
+  };
+  const entry = new Proxy(withProps, forward());
+  facetClasses.set(entry, { className, cls, uniqueKey: null, sqlite: true, props: {} });
+  return entry;
 }
 
 /**
@@ -276,7 +366,7 @@ export function setupServices(ns, env, config, namespaces, setModuleExports) {
     } else if (!isClass) {
       entrypoints.set(name, { handler: v });
       ArrayPrototypePush(groups[name === "default" ? 0 : 1], name);
-    } else if (namespace !== undefined) {
+    } else if (namespace !== undefined || ObjectPrototypeIsPrototypeOf(DurableObject.prototype, v.prototype)) {
       ArrayPrototypePush(groups[3], name);
     } else {
       entrypoints.set(name, { handler: null, bare: true });
@@ -284,6 +374,8 @@ export function setupServices(ns, env, config, namespaces, setModuleExports) {
     }
   }
   for (const s of config.services) {
+    // Another Worker's entrypoints are checked when it is called.
+    if (s.worker !== null) continue;
     const ep = s.entrypoint ?? "default";
     if (!entrypoints.has(ep)) {
       throw new Error(
@@ -298,7 +390,9 @@ export function setupServices(ns, env, config, namespaces, setModuleExports) {
   for (const group of groups) {
     for (const name of group) {
       const namespace = namespaces.find((n) => n[0] === name);
-      out[name] = namespace !== undefined ? namespaceEntry(namespace[1]) : exportEntry(name);
+      if (namespace !== undefined) out[name] = namespaceEntry(namespace[1], name, ns[name]);
+      else if (group === groups[3]) out[name] = doClass(name, ns[name], {});
+      else out[name] = exportEntry(name);
     }
   }
   loopback = out;

@@ -14,6 +14,7 @@ const {
   RangeError,
   Error,
   JSONParse,
+  JSONStringify,
   Proxy,
   ReflectGet,
   ReflectHas,
@@ -34,7 +35,7 @@ const {
 
 // Calls to other objects are outbound effects: they wait for this isolate's
 // pending writes to be durable first (the output gate).
-function outputGate() {
+export function outputGate() {
   return op_cell_gate_pending() ? op_cell_sync() : undefined;
 }
 
@@ -119,6 +120,27 @@ export function makeNamespace(ns) {
 }
 
 /** Rebuilds an error that crossed from an object: workerd's properties. */
+/** An error as JSON for the caller (the inverse of remoteError). */
+export function errorJson(e, extra) {
+  const info = { name: "Error", message: `${e}` };
+  if (e !== null && typeof e === "object") {
+    info.name = e.name ?? "Error";
+    info.message = e.message ?? `${e}`;
+    if (ObjectPrototypeIsPrototypeOf(DOMException.prototype, e)) {
+      info.name = "DOMException";
+      info.domName = e.name;
+    }
+    if (e.durableObjectReset) info.durableObjectReset = true;
+    if (e.overloaded) info.overloaded = true;
+    if (e[kOwner] !== undefined) {
+      info.owner = e[kOwner];
+      info.retryable = true;
+      info.overloaded = false;
+    }
+  }
+  return JSONStringify({ ...info, ...extra });
+}
+
 export function remoteError(json) {
   let info;
   try {
@@ -302,44 +324,56 @@ class DurableObjectStub {
   }
   async fetch(input, init) {
     if (this.#state.broken !== null) throw this.#state.broken;
-    spendSubrequest();
-    let req;
-    try {
-      req = new Request(input, init);
-    } catch (e) {
-      // workerd words a bad URL without quotes.
-      if (typeof input === "string" && e?.name === "TypeError" && !URL.canParse(input)) {
-        throw new TypeError(`Invalid URL: ${input}`);
-      }
-      throw e;
-    }
-    const { streams } = internal;
-    const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
-    const headers = [];
-    for (const pair of req.headers) headers.push(pair);
-    await outputGate();
-    const res = await op_do_fetch(
-      this.#ns,
-      this.#id.toString(),
-      this.#id.name,
-      req.method,
-      req.url,
-      headers,
-      bodyRid,
+    return await fetchVia(
+      input,
+      init,
+      (method, url, headers, bodyRid) =>
+        op_do_fetch(this.#ns, this.#id.toString(), this.#id.name, method, url, headers, bodyRid),
+      (e) => noteBroken(this.#state, e),
     );
-    if (res.error !== null) throw noteBroken(this.#state, remoteError(res.error));
-    if (res.wsRid !== null) {
-      return new Response(null, {
-        status: 101,
-        headers: res.headers,
-        webSocket: socketFromRid(res.wsRid),
-      });
-    }
-    const body = res.bodyRid === null ? null : streams.readableStreamForRid(res.bodyRid);
-    const nullBody = res.status === 101 || res.status === 204 || res.status === 205 ||
-      res.status === 304;
-    return new Response(nullBody ? null : body, { status: res.status, headers: res.headers });
   }
+}
+
+/** `fetch(input, init)`'s request, a bad URL worded as workerd words it
+ * (without quotes). */
+export function toRequest(input, init) {
+  try {
+    return new Request(input, init);
+  } catch (e) {
+    if (typeof input === "string" && e?.name === "TypeError" && !URL.canParse(input)) {
+      throw new TypeError(`Invalid URL: ${input}`);
+    }
+    throw e;
+  }
+}
+
+/**
+ * A request to another isolate (an object, or another Worker's entrypoint):
+ * spends a subrequest, waits for the output gate, sends the request with
+ * `send(method, url, headers, bodyRid)`, and makes its answer a Response
+ * (an error the other side threw is thrown here, through `onError`).
+ */
+export async function fetchVia(input, init, send, onError = (e) => e) {
+  spendSubrequest();
+  const req = toRequest(input, init);
+  const { streams } = internal;
+  const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
+  const headers = [];
+  for (const pair of req.headers) headers.push(pair);
+  await outputGate();
+  const res = await send(req.method, req.url, headers, bodyRid);
+  if (res.error !== null) throw onError(remoteError(res.error));
+  if (res.wsRid !== null) {
+    return new Response(null, {
+      status: 101,
+      headers: res.headers,
+      webSocket: socketFromRid(res.wsRid),
+    });
+  }
+  const body = res.bodyRid === null ? null : streams.readableStreamForRid(res.bodyRid);
+  const nullBody = res.status === 101 || res.status === 204 || res.status === 205 ||
+    res.status === 304;
+  return new Response(nullBody ? null : body, { status: res.status, headers: res.headers });
 }
 
 const STUB_OWN = ["fetch", "id", "name"];

@@ -9,6 +9,8 @@ import {
   decode,
   DurableObjectId,
   encode,
+  errorJson,
+  outputGate,
   remoteError,
   runExport,
 } from "ext:cellhost/30_durable_objects.js";
@@ -42,6 +44,7 @@ const {
 } = primordials;
 const {
   op_cell_open,
+  op_cell_open_facet,
   op_cell_activate,
   op_cell_bucket_mode,
   op_cell_close,
@@ -86,6 +89,18 @@ let env;
 let bucketMode = false;
 const cells = new SafeMap();
 let evictTimer = null;
+
+// ctx.facets, built by 42_facets.js (it needs Cell; this module needs it
+// only when a Durable Object asks).
+let makeFacets = null;
+export function setFacetsFactory(f) {
+  makeFacets = f;
+}
+
+/** The Worker's env, for facets' constructors. */
+export function workerEnv() {
+  return env;
+}
 
 export function setupActors(list, e) {
   classes = list;
@@ -133,29 +148,15 @@ function evictIdle() {
   }
 }
 
-function errorJson(e, extra) {
-  const info = { name: "Error", message: `${e}` };
-  if (e !== null && typeof e === "object") {
-    info.name = e.name ?? "Error";
-    info.message = e.message ?? `${e}`;
-    if (ObjectPrototypeIsPrototypeOf(DOMException.prototype, e)) {
-      info.name = "DOMException";
-      info.domName = e.name;
-    }
-    if (e.durableObjectReset) info.durableObjectReset = true;
-    if (e.overloaded) info.overloaded = true;
-    if (e[kOwner] !== undefined) {
-      info.owner = e[kOwner];
-      info.retryable = true;
-      info.overloaded = false;
-    }
-  }
-  return JSONStringify({ ...info, ...extra });
-}
 
-class Cell {
-  constructor(key, actor) {
+export class Cell {
+  // `facet`: for a facet, { root, path, id, props, cls }: its top-level
+  // object, its names from there, its ctx.id and ctx.props, and its class.
+  constructor(key, actor, facet = null) {
     this.key = key;
+    this.facet = facet;
+    // This object's running facets by name (42_facets.js keeps them).
+    this.facets = new SafeMap();
     this.ns = actor.ns;
     this.hex = actor.id;
     this.name = actor.name;
@@ -168,7 +169,7 @@ class Cell {
     this.broken = null;
     this.handle = 0;
     this.lastActive = Date.now();
-    this.cls = classes[this.ns];
+    this.cls = facet !== null ? facet.cls : classes[this.ns];
     // The alarm being run ([ms, retry, tag]), and whether another delivery
     // came meanwhile (one alarm() at a time; it is checked again after).
     this.alarmRunning = null;
@@ -180,7 +181,12 @@ class Cell {
   }
 
   openHandle() {
-    if (this.handle === 0) this.handle = op_cell_open(this.cls.uniqueKey, this.hex);
+    if (this.handle === 0) {
+      const f = this.facet;
+      this.handle = f === null
+        ? op_cell_open(this.cls.uniqueKey, this.hex)
+        : op_cell_open_facet(f.root.cls.uniqueKey, f.root.hex, f.path);
+    }
     return this.handle;
   }
 
@@ -261,8 +267,11 @@ class Cell {
   }
 
   idle() {
-    return this.inflight === 0 && this.queue.length === 0 && this.blocked === 0 &&
-      this.liveSockets === 0;
+    if (this.inflight !== 0 || this.queue.length !== 0 || this.blocked !== 0 || this.liveSockets !== 0) {
+      return false;
+    }
+    for (const f of this.facets.values()) if (!f.idle()) return false;
+    return true;
   }
 
   enqueue(job) {
@@ -288,7 +297,7 @@ class Cell {
       return;
     }
     if (this.instance === null && this.broken === null) {
-      if (bucketMode && this.handle === 0) {
+      if (bucketMode && this.handle === 0 && this.facet === null) {
         this.activate();
         return;
       }
@@ -347,8 +356,11 @@ class Cell {
       this.break(e);
       throw e;
     }
-    const id = new DurableObjectId(KEY, this.hex, this.name !== null && byteLength(this.name) <= 1024 ? this.name : undefined);
-    const ctx = new DurableObjectState(KEY, this, id);
+    const id = this.facet !== null
+      ? this.facet.id
+      : new DurableObjectId(KEY, this.hex, this.name !== null && byteLength(this.name) <= 1024 ? this.name : undefined);
+    this.ctxId = id;
+    const ctx = new DurableObjectState(KEY, this, id, this.facet?.props);
     this.blocked++;
     try {
       this.instance = new this.cls.cls(ctx, env);
@@ -370,6 +382,10 @@ class Cell {
       // frozen error objects keep their shape
     }
     this.broken = e;
+    // A facet's children go with it; its parent forgets it.
+    for (const f of this.facets.values()) f.abort(e);
+    this.facets.clear();
+    this.onBroken?.(e);
     hib.disconnectAll(this.key);
     if (this.handle !== 0) op_cell_abort(this.handle);
     this.handle = 0;
@@ -378,6 +394,8 @@ class Cell {
   }
 
   close() {
+    for (const f of this.facets.values()) f.close();
+    this.facets.clear();
     hib.hibernate(this.key);
     if (this.handle !== 0) op_cell_close(this.handle);
     this.handle = 0;
@@ -390,6 +408,10 @@ class Cell {
       if (job.event.kind !== "text" && job.event.kind !== "binary") hib.finishClose(job.entry, job.event);
     }
     if (job.kind === "alarm" || job.kind === "alarm-failed" || job.kind === "ws") return;
+    if (job.kind === "facet-rpc" || job.kind === "facet-http") {
+      job.reject(remoteError(errorJson(e, {})));
+      return;
+    }
     const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
     const json = errorJson(e, extra);
     if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
@@ -415,6 +437,15 @@ class Cell {
         this.trackSocket(res);
       } else if (job.kind === "ws") {
         await this.deliverFrame(job.entry, job.event, job.started);
+      } else if (job.kind === "facet-http") {
+        if (typeof this.instance.fetch !== "function") {
+          throw new Error("Handler does not export a fetch() function.");
+        }
+        const res = await this.instance.fetch(job.request);
+        if (this.broken !== null) throw this.broken;
+        // The parent sees the answer once the facet's writes are durable.
+        await outputGate();
+        job.resolve(res);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
         const value = await this.invoke(kind, job.method, decode(args));
@@ -425,7 +456,12 @@ class Cell {
         } catch (e) {
           throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
         }
-        op_do_reply(job.id, true, bytes);
+        if (job.kind === "facet-rpc") {
+          await outputGate();
+          job.resolve(bytes);
+        } else {
+          op_do_reply(job.id, true, bytes);
+        }
       }
     } catch (e) {
       op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`);
@@ -509,11 +545,17 @@ function byteLength(s) {
 class DurableObjectState {
   #cell;
   #id;
+  #props;
   #storage = null;
-  constructor(key, cell, id) {
+  #facets = null;
+  constructor(key, cell, id, props) {
     if (key !== KEY) throw new TypeError("Illegal constructor");
     this.#cell = cell;
     this.#id = id;
+    this.#props = props ?? {};
+  }
+  get facets() {
+    return this.#facets ??= makeFacets(this.#cell);
   }
   get id() {
     return this.#id;
@@ -522,7 +564,7 @@ class DurableObjectState {
     return this.#storage ??= new DurableObjectStorage(KEY, this.#cell);
   }
   get props() {
-    return {};
+    return this.#props;
   }
   get exports() {
     return ctxExports();
@@ -574,6 +616,9 @@ class DurableObjectState {
     return { ns: c.ns, id: c.hex, name: c.name };
   }
   acceptWebSocket(ws, tags) {
+    if (this.#cell.facet !== null) {
+      throw new Error("Hibernatable WebSockets in Durable Object facets are not supported by cellhost yet");
+    }
     hib.acceptWebSocket(this.#cell.key, this.#actor, ws, tags);
   }
   getWebSockets(tag) {
@@ -820,6 +865,7 @@ function setAlarm(cell, time) {
     throw new TypeError("The value cannot be converted because it is not a valid Date.");
   }
   if (ms <= 0) throw new TypeError("setAlarm() cannot be called with an alarm time <= 0");
+  if (cell.facet !== null) throw new Error("Alarms of Durable Object facets are not supported by cellhost yet");
   // Allowed in the constructor (no instance yet) whatever the class.
   if (cell.instance !== null && typeof cell.instance.alarm !== "function") {
     throw new TypeError(

@@ -8,42 +8,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use support::*;
-
-fn requests(worker: &Path) -> Vec<(String, String, String)> {
-  let src = std::fs::read_to_string(worker).unwrap();
-  let mut out: Vec<(String, String, String)> = src
-    .lines()
-    .filter_map(|l| l.trim().strip_prefix("// @request "))
-    .map(|r| {
-      let mut p = r.splitn(3, ' ');
-      (
-        p.next().unwrap().to_string(),
-        p.next().unwrap_or("/").to_string(),
-        p.next().unwrap_or("").to_string(),
-      )
-    })
-    .collect();
-  if out.is_empty() {
-    out.push(("GET".into(), "/".into(), String::new()));
-  }
-  out
-}
-
-fn answer(addr: std::net::SocketAddr, (m, path, body): &(String, String, String)) -> String {
-  match request(addr, m, path, &[], body.as_bytes()) {
-    Ok(r) => format!(
-      "{} | {} | {}",
-      r.status,
-      r.header("content-type").unwrap_or("-"),
-      r.text()
-    ),
-    Err(e) => format!("error: {e}"),
-  }
-}
 
 #[test]
 fn bindings_match_wrangler_dev() {

@@ -316,8 +316,10 @@ fn start_workerd(fixtures: &[Fixture], upstream: &str, tmp: &Path) -> (Child, Ve
   let path = tmp.join("config.capnp");
   std::fs::write(&path, cfg).unwrap();
   drop(held);
+  // --experimental: Durable Object facets are behind it in workerd serve.
   let child = Command::new(workerd_bin())
     .arg("serve")
+    .arg("--experimental")
     .arg(&path)
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(tmp.join("workerd.log")).unwrap())

@@ -1,7 +1,9 @@
-//! Service bindings to the Worker itself and `ctx.exports`: what the
-//! differential fixtures (`service_*`, `ctx_exports*`) cannot show because
-//! workerd would refuse to start: configs and modules refused at start with
-//! a message naming the binding or export, and `ctx.exports` by date/flag.
+//! Service bindings and `ctx.exports`: what the differential fixtures
+//! (`service_*`, `ctx_exports*`) cannot show because workerd would refuse to
+//! start: configs and modules refused at start with a message naming the
+//! binding or export, and `ctx.exports` by date/flag; and bindings to
+//! another Worker of the process (`cellhost run A B`) against `wrangler dev
+//! -c A -c B`.
 
 mod support;
 
@@ -35,7 +37,7 @@ fn bindings_refused_at_start_by_name() {
     "svc-other",
     WORKER,
     "[[services]]\nbinding = \"API\"\nservice = \"billing\"\n",
-    "service binding API names Worker \"billing\"; bindings to other Workers are not supported by cellhost yet",
+    "service binding API names Worker \"billing\", which is not running here",
   );
   fails_with(
     "svc-key",
@@ -91,4 +93,39 @@ fn self_binding_and_ctx_exports_by_date() {
   std::fs::write(dir.join("wrangler.toml"), flagged).unwrap();
   let ch = Cellhost::start(&dir, &["--data", dir.join(".data").to_str().unwrap()]);
   assert_eq!(get(ch.addr, "/exports").text(), "default,Api");
+}
+
+/// `tests/services/two_workers`: `front` binds `back` (its default export
+/// and a named entrypoint with props); every answer as on wrangler dev.
+#[test]
+fn another_worker_through_service_bindings_as_on_wrangler_dev() {
+  let tmp = tempdir("two-workers");
+  copy_dir(&repo_root().join("tests/services/two_workers"), &tmp);
+  let front = tmp.join("front");
+  let back = tmp.join("back");
+  let reqs = requests(&front.join("worker.js"));
+  let theirs: Vec<String> = {
+    let (_dev, addr) = wrangler_dev(
+      &front,
+      &["-c", "wrangler.jsonc", "-c", "../back/wrangler.jsonc"],
+    );
+    reqs.iter().map(|r| answer(addr, r)).collect()
+  };
+  let data = tmp.join(".data");
+  let ch = Cellhost::start(
+    &front,
+    &["--data", data.to_str().unwrap(), back.to_str().unwrap()],
+  );
+  let mut diffs = Vec::new();
+  for (r, theirs) in reqs.iter().zip(&theirs) {
+    let ours = answer(ch.addr, r);
+    if &ours != theirs {
+      diffs.push(format!(
+        "{} {}\n--- wrangler dev\n{theirs}\n--- cellhost\n{ours}\n",
+        r.0, r.1
+      ));
+    }
+  }
+  assert!(diffs.is_empty(), "{}\n{}", diffs.join("\n"), ch.log());
+  assert!(ch.log().contains("back runs beside it"), "{}", ch.log());
 }

@@ -209,8 +209,8 @@ pub(crate) struct ServiceConfig {
 }
 
 /// Service bindings: to this Worker itself (the default export or a named
-/// entrypoint); another Worker is refused by name until several Workers
-/// run in one process.
+/// entrypoint), or to another Worker, which must run in the same process
+/// (`cellhost run A B`; checked once every Worker is loaded).
 pub(crate) fn services(
   file: &Path,
   name: &str,
@@ -219,14 +219,6 @@ pub(crate) fn services(
   list
     .iter()
     .map(|s| {
-      if s.service != name {
-        bail!(
-          "{}: service binding {} names Worker {:?}; bindings to other Workers are not supported by cellhost yet (only to this Worker, {name:?}, and its entrypoints)",
-          file.display(),
-          s.binding,
-          s.service
-        );
-      }
       let props = s.props.clone().unwrap_or(Value::Object(Map::new()));
       if !props.is_object() {
         bail!(
@@ -237,6 +229,7 @@ pub(crate) fn services(
       }
       Ok(cellhost_host::ServiceBinding {
         binding: s.binding.clone(),
+        worker: (s.service != name).then(|| s.service.clone()),
         entrypoint: s.entrypoint.clone(),
         props,
       })

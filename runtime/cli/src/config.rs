@@ -392,6 +392,7 @@ fn spec(
       assets: None,
       assets_binding: None,
       services: Vec::new(),
+      peers: None,
       kv_namespaces: Vec::new(),
       d1_databases: Vec::new(),
       r2_buckets: None,

@@ -67,7 +67,11 @@ struct MigrationsArgs {
 #[derive(clap::Args)]
 struct RunArgs {
   /// The Worker: an entry .js file or a directory holding a wrangler config.
-  path: PathBuf,
+  /// More Workers after it run in the same process, reachable only through
+  /// service bindings (as `wrangler dev -c A -c B`); each keeps its data in
+  /// `<data>/workers/<name>`.
+  #[arg(required = true, num_args = 1..)]
+  paths: Vec<PathBuf>,
   /// Address to serve on.
   #[arg(long, default_value = "127.0.0.1:8787")]
   listen: SocketAddr,
@@ -234,7 +238,16 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
   cellhost_host::set_egress(args.egress);
-  let mut worker = config::load(&args.path, &args.data)?;
+  let mut worker = config::load(&args.paths[0], &args.data)?;
+  let mut others = Vec::new();
+  for path in &args.paths[1..] {
+    let name = config::load(path, &args.data)?.name;
+    others.push(config::load(path, &args.data.join("workers").join(&name))?);
+  }
+  check_services(&worker, &others)?;
+  if !others.is_empty() && args.bucket.is_some() {
+    anyhow::bail!("several Workers in one process are not supported in bucket mode yet");
+  }
   let mut fleet_bucket = None;
   let fleet = match (&args.bucket, &args.node) {
     (Some(_), Some(_)) if worker.spec.assets.is_some() => {
@@ -287,7 +300,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     _ => None,
   };
   worker.spec.fleet = fleet.clone();
-  worker.spec.r2_buckets = r2_buckets(&worker, &args, fleet_bucket)?;
+  worker.spec.r2_buckets = r2_buckets(&worker, &args, fleet_bucket, &args.r2)?;
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())
@@ -306,61 +319,28 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     max_subrequests: args.max_subrequests,
   };
   let name = worker.name.clone();
+  let peers = (!others.is_empty()).then(cellhost_host::Peers::default);
+  // The other Workers first: the first one's bindings may call them at once.
+  for mut other in others {
+    other.spec.r2_buckets = r2_buckets(&other, &args, None, &[])?;
+    other.spec.peers = peers.clone();
+    let quiet: cellhost_host::ThreadHook = std::sync::Arc::new(|_, _| Box::pin(async {}));
+    let name = other.name.clone();
+    let queues = other.spec.queues.clone();
+    let pool = cellhost_host::IsolatePool::start(other.spec, opts.clone(), quiet)?;
+    if let Some(p) = &peers {
+      p.register(&name, pool.inboxes());
+    }
+    wire_events(&pool, queues, other.consumers, other.crons);
+    tracing::info!("{name} runs beside it, reachable through service bindings");
+  }
+  worker.spec.peers = peers.clone();
   let queues = worker.spec.queues.clone();
   let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
-  if let Some(store) = queues {
-    for c in worker.consumers.drain(..) {
-      let pool = pool.clone();
-      let next = std::sync::atomic::AtomicUsize::new(0);
-      store.consume(c, move |queue, batch| {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let job = cellhost_host::QueueJob {
-          queue: queue.to_string(),
-          batch: cellhost_queues::batch_json(queue, batch),
-          reply: tx,
-        };
-        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if !pool.dispatch(i, cellhost_host::Job::Queue(job)) {
-          return None;
-        }
-        let reply = rx.blocking_recv().ok()?;
-        let cellhost_host::ReplyBody::Full(body) = reply.body else {
-          return None;
-        };
-        serde_json::from_slice(&body).ok()
-      });
-    }
+  if let Some(p) = &peers {
+    p.register(&name, pool.inboxes());
   }
-  if !worker.crons.is_empty() {
-    // Each firing goes to the next isolate; the outcome is logged.
-    let pool = pool.clone();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    worker.crons.spawn(move |cron, at| {
-      let (tx, rx) = tokio::sync::oneshot::channel();
-      let job = cellhost_host::ScheduledJob {
-        cron: cron.clone(),
-        scheduled_time_ms: at,
-        reply: tx,
-      };
-      let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-      if !pool.dispatch(i, cellhost_host::Job::Scheduled(job)) {
-        tracing::error!("cron {cron:?}: the isolate is gone");
-        return;
-      }
-      std::thread::spawn(move || {
-        if let Ok(reply) = rx.blocking_recv() {
-          tracing::info!(
-            "cron {cron:?} at {at}: {}",
-            if reply.status == 200 {
-              "ok"
-            } else {
-              "exception"
-            }
-          );
-        }
-      });
-    });
-  }
+  wire_events(&pool, queues, worker.consumers, worker.crons);
   println!(
     "cellhost: serving {name} on http://{} ({isolates} isolates)",
     listeners.addr
@@ -390,15 +370,108 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   std::process::exit(0);
 }
 
-/// Opens each R2 binding's bucket: `--r2 BINDING=URL`, else the fleet's
-/// bucket under `r2/<bucket_name>`, else `<data>/r2/<bucket_name>`.
+/// Every service binding names this Worker or one loaded beside it, and no
+/// two Workers share a name.
+fn check_services(first: &config::Worker, others: &[config::Worker]) -> anyhow::Result<()> {
+  let all: Vec<&config::Worker> = std::iter::once(first).chain(others).collect();
+  for (i, w) in all.iter().enumerate() {
+    if all[..i].iter().any(|o| o.name == w.name) {
+      anyhow::bail!(
+        "two Workers are named {:?}: each Worker of a process needs its own name",
+        w.name
+      );
+    }
+  }
+  for w in &all {
+    for s in &w.spec.services {
+      if let Some(target) = &s.worker
+        && !all.iter().any(|o| &o.name == target)
+      {
+        anyhow::bail!(
+          "Worker {:?}: service binding {} names Worker {target:?}, which is not running here: give its directory after this one (cellhost run {} <{target}'s directory>)",
+          w.name,
+          s.binding,
+          "<this Worker>"
+        );
+      }
+    }
+  }
+  Ok(())
+}
+
+/// Queue consumers and Cron Triggers of a Worker, fed to its pool.
+fn wire_events(
+  pool: &cellhost_host::IsolatePool,
+  queues: Option<std::sync::Arc<cellhost_queues::QueueStore>>,
+  mut consumers: Vec<cellhost_queues::Consumer>,
+  crons: cellhost_cron::Crons,
+) {
+  if let Some(store) = queues {
+    for c in consumers.drain(..) {
+      let pool = pool.clone();
+      let next = std::sync::atomic::AtomicUsize::new(0);
+      store.consume(c, move |queue, batch| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = cellhost_host::QueueJob {
+          queue: queue.to_string(),
+          batch: cellhost_queues::batch_json(queue, batch),
+          reply: tx,
+        };
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !pool.dispatch(i, cellhost_host::Job::Queue(job)) {
+          return None;
+        }
+        let reply = rx.blocking_recv().ok()?;
+        let cellhost_host::ReplyBody::Full(body) = reply.body else {
+          return None;
+        };
+        serde_json::from_slice(&body).ok()
+      });
+    }
+  }
+  if !crons.is_empty() {
+    // Each firing goes to the next isolate; the outcome is logged.
+    let pool = pool.clone();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    crons.spawn(move |cron, at| {
+      let (tx, rx) = tokio::sync::oneshot::channel();
+      let job = cellhost_host::ScheduledJob {
+        cron: cron.clone(),
+        scheduled_time_ms: at,
+        reply: tx,
+      };
+      let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+      if !pool.dispatch(i, cellhost_host::Job::Scheduled(job)) {
+        tracing::error!("cron {cron:?}: the isolate is gone");
+        return;
+      }
+      std::thread::spawn(move || {
+        if let Ok(reply) = rx.blocking_recv() {
+          tracing::info!(
+            "cron {cron:?} at {at}: {}",
+            if reply.status == 200 {
+              "ok"
+            } else {
+              "exception"
+            }
+          );
+        }
+      });
+    });
+  }
+}
+
+/// Opens each R2 binding's bucket: `--r2 BINDING=URL` (`flags`), else the
+/// fleet's bucket under `r2/<bucket_name>`, else the Worker's
+/// `<data>/r2/<bucket_name>`.
 fn r2_buckets(
   worker: &config::Worker,
   args: &RunArgs,
   fleet: Option<cellhost_bucket::Bucket>,
+  flags: &[String],
 ) -> anyhow::Result<Option<std::sync::Arc<cellhost_r2::R2Buckets>>> {
   let mut urls = std::collections::HashMap::new();
-  for s in &args.r2 {
+  for s in flags {
     let Some((binding, url)) = s.split_once('=') else {
       anyhow::bail!("--r2 {s}: expected BINDING=URL");
     };
@@ -421,7 +494,7 @@ fn r2_buckets(
       (Some(url), _) => cellhost_bucket::Bucket::open(url, &opts)?,
       (None, Some(f)) => f.clone().with_prefix(&format!("r2/{name}"))?,
       (None, None) => {
-        let dir = args.data.join("r2");
+        let dir = worker.spec.data_dir.join("r2");
         std::fs::create_dir_all(&dir)?;
         let dir = std::fs::canonicalize(&dir)?;
         cellhost_bucket::Bucket::open(&format!("file://{}", dir.display()), &opts)?

@@ -138,31 +138,44 @@ pub async fn op_do_fetch(
   #[scoped] headers: Vec<(ByteString, ByteString)>,
   #[smi] body_rid: Option<ResourceId>,
 ) -> Result<ActorResponse, JsErrorBox> {
-  let (router, body) = {
-    let mut st = state.borrow_mut();
-    let body = match body_rid {
-      Some(rid) => {
-        let res = st
-          .resource_table
-          .take_any(rid)
-          .map_err(JsErrorBox::from_err)?;
-        Some(ReplyStream::stream(pump(res)).boxed_unsync())
-      }
-      None => None,
-    };
-    (router(&st), body)
-  };
+  let router = router(&state.borrow());
   let target = ActorTarget { ns, id, name };
-  let (tx, rx) = oneshot::channel();
-  let job = HttpJob {
-    actor: Some(target.clone()),
-    method,
-    url,
-    headers,
-    body,
-    reply: tx,
+  fetch_through(state, body_rid, |body, reply| {
+    let job = HttpJob {
+      actor: Some(target.clone()),
+      service: None,
+      method,
+      url,
+      headers,
+      body,
+      reply,
+    };
+    router.send(&target, Job::Http(job))
+  })
+  .await
+}
+
+/// Sends a request (its body taken from `body_rid`) with `send` and turns
+/// the answer into what the caller's JS reads: `stub.fetch()` to an object,
+/// or a service binding's `fetch()` to another Worker.
+pub(crate) async fn fetch_through(
+  state: Rc<RefCell<OpState>>,
+  body_rid: Option<ResourceId>,
+  send: impl FnOnce(Option<crate::http::Body>, oneshot::Sender<HttpReply>) -> Result<(), JsErrorBox>,
+) -> Result<ActorResponse, JsErrorBox> {
+  let body = match body_rid {
+    Some(rid) => {
+      let res = state
+        .borrow_mut()
+        .resource_table
+        .take_any(rid)
+        .map_err(JsErrorBox::from_err)?;
+      Some(ReplyStream::stream(pump(res)).boxed_unsync())
+    }
+    None => None,
   };
-  router.send(&target, Job::Http(job))?;
+  let (tx, rx) = oneshot::channel();
+  send(body, tx)?;
   let reply: HttpReply = rx
     .await
     .map_err(|_| JsErrorBox::generic("Network connection lost."))?;

@@ -21,7 +21,7 @@ use deno_error::JsErrorBox;
 /// host, `mark_durable` records the result); the output gate holds a reply
 /// until the round it depends on is durable.
 pub struct Cells {
-  data_dir: PathBuf,
+  pub(crate) data_dir: PathBuf,
   dbs: HashMap<u32, CellDb>,
   next: u32,
   dirty: HashSet<u32>,
@@ -46,7 +46,7 @@ pub struct Cells {
   /// are dropped, not sent (the output gate is broken).
   failed_round: u64,
   /// Set with `--bucket`: cells are taken and replicated (see `replica`).
-  fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+  pub(crate) fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
   repl: HashMap<u32, crate::replica::Repl>,
   /// LTX objects of commits not yet handed to a durability round.
   uploads: Vec<(u32, cellhost_fleet::Upload)>,
@@ -393,7 +393,7 @@ pub async fn op_cell_activate(
 }
 
 impl Cells {
-  fn insert(
+  pub(crate) fn insert(
     &mut self,
     unique_key: &str,
     id_hex: &str,

@@ -36,6 +36,24 @@ pub enum Job {
   Scheduled(ScheduledJob),
   /// A batch of queue messages for the consumer.
   Queue(QueueJob),
+  /// JS RPC from another Worker of the process, through a service binding.
+  Service(ServiceJob),
+}
+
+/// The entrypoint of this Worker another Worker's service binding calls.
+#[derive(Clone, Debug)]
+pub struct ServiceTarget {
+  /// `{ "entrypoint": name or null, "props": {...} }`.
+  pub json: String,
+}
+
+/// `env.SERVICE.method(...args)` from another Worker: arguments and result
+/// in V8 serialization (plain values: nothing passes by reference).
+pub struct ServiceJob {
+  pub target: ServiceTarget,
+  pub method: String,
+  pub args: Vec<u8>,
+  pub reply: oneshot::Sender<RpcReply>,
 }
 
 /// A batch for the Worker's `queue()` handler; the reply's body is the
@@ -96,6 +114,8 @@ pub struct RpcReply {
 pub struct HttpJob {
   /// Set when the request is `stub.fetch()` to a Durable Object.
   pub actor: Option<ActorTarget>,
+  /// Set when the request is another Worker's `env.SERVICE.fetch()`.
+  pub service: Option<ServiceTarget>,
   pub method: String,
   pub url: String,
   pub headers: Vec<(ByteString, ByteString)>,
@@ -369,6 +389,8 @@ pub struct JsJob {
   args: Option<Uint8Array>,
   actor: Option<JsActor>,
   export: Option<u32>,
+  /// For a call from another Worker: `{ entrypoint, props }` as JSON.
+  service: Option<String>,
 }
 
 #[derive(ToV8)]
@@ -449,6 +471,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: None,
             actor: job.actor.map(JsActor::from),
             export: None,
+            service: job.service.map(|s| s.json),
           }
         }
         Job::Rpc(job) => {
@@ -467,6 +490,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: Some(job.args.into()),
             actor: Some(job.target.into()),
             export: None,
+            service: None,
           }
         }
         Job::Export(job) => {
@@ -482,6 +506,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: Some(job.args.into()),
             actor: None,
             export: Some(job.export),
+            service: None,
           }
         }
         Job::Scheduled(job) => {
@@ -496,6 +521,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: None,
             actor: None,
             export: None,
+            service: None,
           }
         }
         Job::Queue(job) => {
@@ -510,6 +536,23 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             args: None,
             actor: None,
             export: None,
+            service: None,
+          }
+        }
+        Job::Service(job) => {
+          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
+          inbox.gates.borrow_mut().insert(id, Gate::Isolate);
+          JsJob {
+            id,
+            kind: "service",
+            method: job.method,
+            url: None,
+            headers: None,
+            body_rid: None,
+            args: Some(job.args.into()),
+            actor: None,
+            export: None,
+            service: Some(job.target.json),
           }
         }
         Job::Alarm(job) => JsJob {
@@ -522,6 +565,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
           args: None,
           actor: Some(job.target.into()),
           export: None,
+          service: None,
         },
       }
     })

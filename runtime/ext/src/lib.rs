@@ -9,9 +9,11 @@ mod actor;
 mod alarm;
 mod body;
 mod cell;
+mod facet;
 mod http;
 mod id;
 mod replica;
+mod service;
 pub mod set;
 pub mod sources;
 mod sync;
@@ -27,6 +29,7 @@ pub use http::{
   ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, QueueJob,
   ReplyBody, RpcJob, RpcReply, ScheduledJob,
 };
+pub use service::Peers;
 pub use wake::Wake;
 
 deno_core::extension!(
@@ -55,6 +58,10 @@ deno_core::extension!(
     cell::op_cell_sync,
     cell::op_cell_gate_pending,
     cell::op_cell_take_failure,
+    service::op_service_fetch,
+    service::op_service_call,
+    facet::op_cell_open_facet,
+    facet::op_cell_delete_facet,
     cell::op_kv_get,
     cell::op_kv_put,
     cell::op_kv_put_many,
@@ -90,6 +97,7 @@ deno_core::extension!(
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",
+    "42_facets.js",
     "45_hibernation.js",
     "20_workers_module.js",
     "25_services.js",

@@ -39,6 +39,11 @@ pub struct IsolatePool {
 }
 
 impl IsolatePool {
+  /// Every isolate's queue (what another Worker's service binding sends to).
+  pub fn inboxes(&self) -> Arc<Vec<mpsc::UnboundedSender<Job>>> {
+    self.inboxes.clone()
+  }
+
   /// Starts the isolate threads and loads the Worker in each. Fails with the
   /// load error (syntax error, missing export, ...) if any isolate cannot
   /// start, before anything is served.
@@ -210,6 +215,9 @@ async fn boot(
     state.put(cellhost_cache::CacheStore::for_dir(&spec.data_dir));
     if !spec.kv_namespaces.is_empty() {
       state.put(cellhost_kv::KvStore::for_dir(&spec.data_dir));
+    }
+    if let Some(peers) = &spec.peers {
+      state.put(peers.clone());
     }
     if let Some(r2) = &spec.r2_buckets {
       state.put(r2.clone());

@@ -13,6 +13,7 @@ mod watchdog;
 
 use std::path::PathBuf;
 
+pub use cellhost_ext::Peers;
 pub use cellhost_ext::egress::{Egress, set_policy as set_egress};
 pub use cellhost_ext::{
   Body, BoxError, HttpJob, HttpReply, Job, Namespace, QueueJob, ReplyBody, ReplyStream,
@@ -75,8 +76,11 @@ pub struct WorkerSpec {
   pub queue_producers: Vec<(String, String)>,
   /// The queue store, when the Worker produces or consumes messages.
   pub queues: Option<std::sync::Arc<cellhost_queues::QueueStore>>,
-  /// Service bindings to this Worker's own entrypoints.
+  /// Service bindings (to this Worker's own entrypoints, or to another
+  /// Worker of the process).
   pub services: Vec<ServiceBinding>,
+  /// The process's Workers by name, for service bindings between them.
+  pub peers: Option<cellhost_ext::Peers>,
   /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).
   pub ctx_exports: bool,
 }
@@ -85,6 +89,8 @@ pub struct WorkerSpec {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ServiceBinding {
   pub binding: String,
+  /// Another Worker of the process; `None` for this Worker itself.
+  pub worker: Option<String>,
   /// A named `WorkerEntrypoint` export; `None` for the default export.
   pub entrypoint: Option<String>,
   /// `ctx.props` of the calls through this binding.

@@ -211,6 +211,7 @@ async fn handle(
   let (tx, rx) = oneshot::channel();
   let job = HttpJob {
     actor: None,
+    service: None,
     method: parts.method.to_string(),
     url,
     headers,

@@ -21,8 +21,18 @@ function join(name, room) {
     sock.onerror = () => j(new Error("ws error"));
   });
 }
-async function step(label) {
-  await sleep(250);
+// Waits for the frames a step should bring (up to 5 s: a runtime under
+// load is slow, not wrong), then a moment more for any that should not
+// come; without a count, a fixed 250 ms.
+async function step(label, expect) {
+  const count = () => clients.reduce((n, c) => n + c.frames.length, 0);
+  if (expect === undefined) {
+    await sleep(250);
+  } else {
+    const until = Date.now() + 5000;
+    while (count() < expect && Date.now() < until) await sleep(20);
+    await sleep(150);
+  }
   console.log(`-- ${label}`);
   for (const c of clients) {
     for (const f of c.frames) console.log(c.name, f);
@@ -40,19 +50,19 @@ if (phase === "first") {
   console.log("new room", created.status, /^[0-9a-f]{64}$/.test(id));
   writeFileSync(".room-id", id);
   const alice = await join("alice", "lobby");
-  await step("alice joined");
+  await step("alice joined", 2);
   const bob = await join("bob", "lobby");
-  await step("bob joined");
+  await step("bob joined", 4);
   say(alice, "hi");
-  await step("alice said hi");
+  await step("alice said hi", 2);
   say(bob, "hello");
-  await step("bob said hello");
+  await step("bob said hello", 2);
   const carol = await join("carol", id);
-  await step("carol joined the new room");
+  await step("carol joined the new room", 2);
   say(carol, "anyone?");
-  await step("carol asked");
+  await step("carol asked", 1);
   alice.sock.close();
-  await step("alice left");
+  await step("alice left", 1);
   const bad = await fetch(new URL(`/api/room/${"x".repeat(40)}/websocket`, base));
   console.log("long name", bad.status, await bad.text());
   const nf = await fetch(new URL("/nowhere", base));
