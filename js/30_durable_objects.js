@@ -15,7 +15,10 @@ const {
   Error,
   JSONParse,
   JSONStringify,
+  PromiseRace,
+  PromiseReject,
   Proxy,
+  SymbolDispose,
   ReflectGet,
   ReflectHas,
   SymbolToStringTag,
@@ -190,20 +193,37 @@ function noteBroken(state, e) {
 
 // Functions and RpcTargets cross RPC by reference: the sender keeps them in
 // its export table and sends a marker; the receiver gets a stub whose calls
-// travel back to the sender's isolate. (Exports live until the isolate is
-// recycled: stubs cannot be disposed yet.)
+// travel back to the sender's isolate. An export lives until a stub for it
+// is disposed (`stub[Symbol.dispose]()`, each `dup()` counting once), or the
+// isolate is recycled. One a Durable Object returned dies with that object's
+// instance (ctx.abort(), a reset), as on workerd.
 const STUB_KEY = "__cellhost_rpc_stub__";
-const exportsTable = new primordials.SafeMap();
+// The method name that disposes an export (a NUL cannot name a method).
+const DISPOSE = "\0dispose";
+const exportsTable = new primordials.SafeMap(); // id -> { value, owner }
 let nextExport = 1;
 let selfIsolate = 0;
+// The object whose answer is being encoded (its exports die with it).
+let exportOwner = null;
 
 export function setIsolate(index) {
   selfIsolate = index;
 }
 
+/** `encode(v)` for the answer of object `owner` (a Cell). */
+export function encodeFor(owner, v) {
+  const before = exportOwner;
+  exportOwner = owner;
+  try {
+    return encode(v);
+  } finally {
+    exportOwner = before;
+  }
+}
+
 function exportValue(v) {
   const id = nextExport++;
-  exportsTable.set(id, v);
+  exportsTable.set(id, { value: v, owner: exportOwner });
   return { [STUB_KEY]: [selfIsolate, id, typeof v === "function" ? "f" : "t"] };
 }
 
@@ -245,11 +265,39 @@ export function decode(v, depth = 0) {
   return v;
 }
 
-function importStub({ 0: iso, 1: id, 2: kind }) {
-  const call = (method, args) => callExport(iso, id, method, args);
-  if (kind === "f") return (...args) => call("", args);
-  return new Proxy({}, {
+const DISPOSED = "RPC stub used after being disposed.";
+
+// A stub for export `id` of isolate `iso`: callable (a function's) with
+// methods (an RpcTarget's), `dup()` and `[Symbol.dispose]()`; `refs` counts
+// the stubs of this import still alive.
+function importStub({ 0: iso, 1: id, 2: kind }, refs = { n: 1 }) {
+  let disposed = false;
+  const call = (method, args) => {
+    if (disposed) return PromiseReject(new Error(DISPOSED));
+    return callExport(iso, id, method, args);
+  };
+  // Each stub's disposal reaches the target (its Symbol.dispose runs, as
+  // on workerd); the last one also releases the export.
+  const dispose = () => {
+    if (disposed) return;
+    disposed = true;
+    // The exporter may be gone already: nothing to release then.
+    callExport(iso, id, DISPOSE, [--refs.n === 0]).catch(() => {});
+  };
+  const dup = () => {
+    if (disposed) throw new Error(DISPOSED);
+    refs.n++;
+    return importStub([iso, id, kind], refs);
+  };
+  // A function target: the stub is callable (typeof "function"), as workerd's.
+  return new Proxy(function () {}, {
+    apply(_t, _this, args) {
+      if (kind !== "f") return PromiseReject(new TypeError("The RPC stub is not a function."));
+      return call("", args);
+    },
     get(_, prop) {
+      if (prop === SymbolDispose) return dispose;
+      if (prop === "dup") return dup;
       if (typeof prop === "symbol" || prop === "then") return undefined;
       return (...args) => call(prop, args);
     },
@@ -264,23 +312,35 @@ async function callExport(iso, id, method, args) {
   return decode(core.deserialize(payload));
 }
 
+const GONE = "The execution context which hosts this callback is no longer running.";
+
 /** Runs a call that arrived through a stub for one of our exports. */
 export async function runExport(job, errorJson) {
   try {
-    const target = exportsTable.get(job.export);
-    if (target === undefined) throw new Error("RPC stub used after being disposed.");
+    const entry = exportsTable.get(job.export);
+    if (entry === undefined) throw new Error(DISPOSED);
+    const { value: target, owner } = entry;
+    if (job.method === DISPOSE) {
+      if (core.deserialize(job.args)[1][0] === true) exportsTable.delete(job.export);
+      if (target !== null && typeof target[SymbolDispose] === "function") target[SymbolDispose]();
+      op_do_reply(job.id, true, serializeArgs(undefined));
+      return;
+    }
+    if (owner !== null && owner.broken !== null) throw new Error(GONE);
     const { 1: args } = core.deserialize(job.args);
     const decoded = decode(args);
-    let value;
+    let run;
     if (job.method === "") {
-      value = await target(...decoded);
+      run = target(...decoded);
     } else {
       if (typeof target[job.method] !== "function" || ReflectHas(Object.prototype, job.method)) {
         throw new TypeError(`The RPC receiver does not implement the method "${job.method}".`);
       }
-      value = await target[job.method](...decoded);
+      run = target[job.method](...decoded);
     }
-    op_do_reply(job.id, true, serializeArgs(encode(value)));
+    // A call still running when its object is aborted gets the reason.
+    const value = owner === null ? await run : await PromiseRace([run, owner.whenBroken()]);
+    op_do_reply(job.id, true, serializeArgs(encodeFor(owner, value)));
   } catch (e) {
     op_do_reply(job.id, false, new TextEncoder().encode(errorJson(e)));
   }

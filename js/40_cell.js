@@ -9,6 +9,7 @@ import {
   decode,
   DurableObjectId,
   encode,
+  encodeFor,
   errorJson,
   outputGate,
   remoteError,
@@ -178,6 +179,20 @@ export class Cell {
     this.activating = false;
     // accept()ed (not hibernatable) sockets keep the object alive.
     this.liveSockets = 0;
+  }
+
+  // Rejects with the reason once this instance is broken (aborted, reset).
+  whenBroken() {
+    if (this.broken !== null) return PromiseReject(this.broken);
+    if (this.brokenWaiter === undefined) {
+      let reject;
+      const promise = new Promise((_, r) => {
+        reject = r;
+      });
+      promise.catch(() => {});
+      this.brokenWaiter = { promise, reject };
+    }
+    return this.brokenWaiter.promise;
   }
 
   openHandle() {
@@ -382,6 +397,7 @@ export class Cell {
       // frozen error objects keep their shape
     }
     this.broken = e;
+    this.brokenWaiter?.reject(e);
     // A facet's children go with it; its parent forgets it.
     for (const f of this.facets.values()) f.abort(e);
     this.facets.clear();
@@ -452,7 +468,7 @@ export class Cell {
         if (this.broken !== null) throw this.broken;
         let bytes;
         try {
-          bytes = core.serialize(encode(value));
+          bytes = core.serialize(encodeFor(this, value));
         } catch (e) {
           throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
         }

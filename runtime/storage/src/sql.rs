@@ -62,6 +62,18 @@ impl CellDb {
       // "SQL is empty or comment only"
       _ => StorageError(NO_STATEMENT.into()),
     };
+    // SQLite ignores `PRAGMA foreign_keys` inside a transaction; workerd's
+    // implicit transaction has already committed by the time a later step
+    // of the same turn runs it (blockConcurrencyWhile's callback), so it
+    // applies there. Commit the implicit transaction first (the cell stays
+    // dirty: the end-of-turn round still makes it durable before replies).
+    let sets_foreign_keys = {
+      let compact: String = head.split_whitespace().collect::<Vec<_>>().join(" ");
+      compact.starts_with("PRAGMA FOREIGN_KEYS") && (compact.contains('=') || compact.contains('('))
+    };
+    if sets_foreign_keys && self.in_txn && self.savepoints == 0 {
+      self.commit()?;
+    }
     let readonly = {
       let st = self.conn.prepare(sql).map_err(prepare_error)?;
       if !is_last && st.parameter_count() > 0 {
@@ -71,7 +83,7 @@ impl CellDb {
       }
       st.readonly()
     };
-    if !readonly {
+    if !readonly && !sets_foreign_keys {
       self.begin_write()?;
     }
     let mut st = self.conn.prepare(sql).map_err(sqlite_error)?;
