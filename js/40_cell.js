@@ -1,14 +1,14 @@
 // The hosting side of Durable Objects: one Cell per object on this isolate
 // (one live instance per id), its input gate (an event queue that
-// blockConcurrencyWhile closes), and the storage API over the cell's SQLite
-// database. Writes join the isolate's implicit transaction, committed by the
-// host at the end of the turn; replies wait for that commit (output gate).
+// blockConcurrencyWhile closes) and its ctx; the storage API over the
+// cell's SQLite database is 41_storage.js. Writes join the isolate's
+// implicit transaction, committed by the host at the end of the turn;
+// replies wait for that commit (output gate).
 import { core, primordials } from "ext:core/mod.js";
 import { DurableObject } from "ext:cellhost/20_workers_module.js";
 import {
   decode,
   DurableObjectId,
-  encode,
   encodeFor,
   errorJson,
   outputGate,
@@ -21,26 +21,16 @@ import { kState } from "ext:cellhost/50_websocket.js";
 import { KEY, kOwner } from "ext:cellhost/01_keys.js";
 import { withBudget } from "ext:cellhost/06_budget.js";
 import { ctxExports } from "ext:cellhost/25_services.js";
+import { DurableObjectStorage, handle } from "ext:cellhost/41_storage.js";
 
 const {
-  ArrayIsArray,
-  DatePrototype,
-  DatePrototypeGetTime,
-  MathFloor,
-  MathMax,
-  NumberIsFinite,
-  ArrayPrototypeSort,
   Error,
-  JSONStringify,
-  MapPrototypeSet,
   ObjectGetPrototypeOf,
   ObjectPrototypeHasOwnProperty,
   ObjectPrototypeIsPrototypeOf,
-  ObjectKeys,
   PromiseReject,
   PromiseResolve,
   SafeMap,
-  SymbolIterator,
   TypeError,
 } = primordials;
 const {
@@ -50,21 +40,8 @@ const {
   op_cell_bucket_mode,
   op_cell_close,
   op_cell_abort,
-  op_cell_sync,
   op_cell_take_failure,
-  op_kv_get,
-  op_kv_put,
-  op_kv_put_many,
-  op_kv_delete,
-  op_kv_list,
-  op_kv_delete_all,
-  op_sql_exec,
-  op_sql_database_size,
-  op_txn_savepoint,
-  op_txn_finish,
   op_alarm_get,
-  op_alarm_set,
-  op_alarm_delete,
   op_alarm_finish,
   op_alarm_skip,
   op_do_reply,
@@ -657,373 +634,6 @@ class DurableObjectState {
   }
   getHibernatableWebSocketEventTimeout() {
     return hib.getEventTimeout(this.#cell.key);
-  }
-}
-
-// -- storage -----------------------------------------------------------------
-
-function handle(cell) {
-  if (cell.broken !== null) throw cell.broken;
-  if (cell.handle === 0) throw new Error("Durable Object storage is no longer accessible.");
-  return cell.handle;
-}
-
-function ser(value) {
-  try {
-    return core.serialize(value, { forStorage: true });
-  } catch (e) {
-    throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
-  }
-}
-
-function de(bytes) {
-  return core.deserialize(bytes, { forStorage: true });
-}
-
-// Async storage methods: synchronous SQLite underneath, so they return
-// settled promises (no other event can interleave) and errors reject.
-function settle(f) {
-  try {
-    return PromiseResolve(f());
-  } catch (e) {
-    return PromiseReject(e);
-  }
-}
-
-function byUtf8(a, b) {
-  // SQLite orders keys by their UTF-8 bytes.
-  const x = new TextEncoder().encode(a[0]);
-  const y = new TextEncoder().encode(b[0]);
-  for (let i = 0; i < x.length && i < y.length; i++) if (x[i] !== y[i]) return x[i] - y[i];
-  return x.length - y.length;
-}
-
-function compileList(opts) {
-  opts ??= {};
-  if (opts.start !== undefined && opts.startAfter !== undefined) {
-    throw new TypeError("list() cannot be called with both start and startAfter values.");
-  }
-  if (opts.limit !== undefined && !(opts.limit > 0)) {
-    throw new TypeError("List limit must be positive.");
-  }
-  const s = (v) => (v === undefined ? null : `${v}`);
-  return [s(opts.start), s(opts.startAfter), s(opts.end), s(opts.prefix), !!opts.reverse, opts.limit ?? null];
-}
-
-class DurableObjectStorage {
-  #cell;
-  #sql = null;
-  #kv = null;
-  constructor(key, cell) {
-    if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#cell = cell;
-  }
-  get(keys) {
-    return settle(() => {
-      const h = handle(this.#cell);
-      if (ArrayIsArray(keys)) {
-        const found = [];
-        for (const k of keys) {
-          const v = op_kv_get(h, `${k}`);
-          if (v !== null) found.push([`${k}`, de(v)]);
-        }
-        ArrayPrototypeSort(found, byUtf8);
-        return new Map(found);
-      }
-      const v = op_kv_get(h, `${keys}`);
-      return v === null ? undefined : de(v);
-    });
-  }
-  put(key, value, options) {
-    return settle(() => {
-      const h = handle(this.#cell);
-      if (key !== null && typeof key === "object") {
-        if (value !== undefined && (value === null || typeof value !== "object")) {
-          throw new TypeError(
-            "put() may only be called with a single key-value pair and optional options as put(key, value, options) or with multiple key-value pairs and optional options as put(entries, options)",
-          );
-        }
-        const entries = [];
-        for (const k of ObjectKeys(key)) {
-          if (key[k] !== undefined) entries.push([k, ser(key[k])]);
-        }
-        op_kv_put_many(h, entries);
-        return;
-      }
-      if (value === undefined) throw new TypeError("put() called with undefined value.");
-      op_kv_put(h, `${key}`, ser(value));
-    });
-  }
-  delete(keys) {
-    return settle(() => {
-      const h = handle(this.#cell);
-      if (ArrayIsArray(keys)) {
-        let n = 0;
-        for (const k of keys) if (op_kv_delete(h, `${k}`)) n++;
-        return n;
-      }
-      return op_kv_delete(h, `${keys}`);
-    });
-  }
-  list(options) {
-    return settle(() => {
-      const h = handle(this.#cell);
-      const rows = op_kv_list(h, ...compileList(options));
-      const m = new Map();
-      for (const { 0: k, 1: v } of rows) MapPrototypeSet(m, k, de(v));
-      return m;
-    });
-  }
-  deleteAll() {
-    return settle(() => {
-      if (this.#cell.txnDepth > 0) throw new Error("Cannot call deleteAll() within a transaction");
-      op_kv_delete_all(handle(this.#cell));
-    });
-  }
-  transactionSync(callback) {
-    const h = handle(this.#cell);
-    const depth = op_txn_savepoint(h);
-    this.#cell.txnDepth = (this.#cell.txnDepth ?? 0) + 1;
-    try {
-      const r = callback();
-      op_txn_finish(h, depth, true);
-      return r;
-    } catch (e) {
-      op_txn_finish(h, depth, false);
-      throw e;
-    } finally {
-      this.#cell.txnDepth--;
-    }
-  }
-  async transaction(callback) {
-    const h = handle(this.#cell);
-    const depth = op_txn_savepoint(h);
-    this.#cell.txnDepth = (this.#cell.txnDepth ?? 0) + 1;
-    let rolledBack = false;
-    const txn = {
-      get: (k) => this.get(k),
-      put: (k, v, o) => this.put(k, v, o),
-      delete: (k) => this.delete(k),
-      list: (o) => this.list(o),
-      deleteAll: () => PromiseReject(new Error("Cannot call deleteAll() within a transaction")),
-      getAlarm: (o) => this.getAlarm(o),
-      setAlarm: (t, o) => this.setAlarm(t, o),
-      deleteAlarm: (o) => this.deleteAlarm(o),
-      rollback: () => {
-        if (!rolledBack) {
-          rolledBack = true;
-          op_txn_finish(h, depth, false);
-        }
-      },
-    };
-    try {
-      const r = await callback(txn);
-      if (!rolledBack) op_txn_finish(h, depth, true);
-      return r;
-    } catch (e) {
-      if (!rolledBack) op_txn_finish(h, depth, false);
-      throw e;
-    } finally {
-      this.#cell.txnDepth--;
-    }
-  }
-  sync() {
-    // Resolves once every write made so far is committed and fsynced.
-    handle(this.#cell);
-    return op_cell_sync().then(() => undefined);
-  }
-  get sql() {
-    return this.#sql ??= new SqlStorage(KEY, this.#cell);
-  }
-  // workerd lets code (tests, mostly) replace it.
-  set sql(value) {
-    this.#sql = value;
-  }
-  get kv() {
-    if (!this.#cell.cls.sqlite) {
-      throw new Error(
-        "The storage.kv (synchronous KV) API is only available for SQLite-backed Durable Objects, i.e. those declared with `new_sqlite_classes` in a migration.",
-      );
-    }
-    return this.#kv ??= new SyncKvStorage(KEY, this.#cell);
-  }
-  getAlarm(_options) {
-    return settle(() => storedAlarm(this.#cell));
-  }
-  setAlarm(time, _options) {
-    return settle(() => setAlarm(this.#cell, time));
-  }
-  deleteAlarm(_options) {
-    return settle(() => {
-      op_alarm_delete(handle(this.#cell));
-    });
-  }
-}
-
-// The alarm a running alarm() fired reads as none (unless re-armed).
-function storedAlarm(cell) {
-  const row = op_alarm_get(handle(cell));
-  if (row === null) return null;
-  if (cell.alarmRunning !== null && row[2] === cell.alarmRunning[2]) return null;
-  return row[0];
-}
-
-function setAlarm(cell, time) {
-  let ms;
-  if (ObjectPrototypeIsPrototypeOf(DatePrototype, time)) ms = DatePrototypeGetTime(time);
-  else if (typeof time === "number") ms = time;
-  else {
-    throw new TypeError(
-      "Failed to execute 'setAlarm' on 'DurableObjectStorage': parameter 1 is not of type 'date'.",
-    );
-  }
-  if (!NumberIsFinite(ms)) {
-    throw new TypeError("The value cannot be converted because it is not a valid Date.");
-  }
-  if (ms <= 0) throw new TypeError("setAlarm() cannot be called with an alarm time <= 0");
-  if (cell.facet !== null) throw new Error("Alarms of Durable Object facets are not supported by cellhost yet");
-  // Allowed in the constructor (no instance yet) whatever the class.
-  if (cell.instance !== null && typeof cell.instance.alarm !== "function") {
-    throw new TypeError(
-      "Your Durable Object class must have an alarm() handler in order to call setAlarm()",
-    );
-  }
-  const h = handle(cell);
-  // Past times fire at once.
-  ms = MathMax(MathFloor(ms), Date.now());
-  if (storedAlarm(cell) === ms) return; // the same time: no write at all
-  op_alarm_set(h, cell.ns, cell.hex, cell.name, ms);
-}
-
-class SyncKvStorage {
-  #cell;
-  constructor(key, cell) {
-    if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#cell = cell;
-  }
-  get(key) {
-    const v = op_kv_get(handle(this.#cell), `${key}`);
-    return v === null ? undefined : de(v);
-  }
-  put(key, value) {
-    op_kv_put(handle(this.#cell), `${key}`, ser(value));
-  }
-  delete(key) {
-    return op_kv_delete(handle(this.#cell), `${key}`);
-  }
-  // One entry per step, each resuming after the last key returned, so the
-  // iterator sees later writes and does not hold anything open; a newer
-  // list() call invalidates older iterators (workerd allows only one).
-  list(options) {
-    const cell = this.#cell;
-    // Taken now, not at the first next(): this call invalidates older ones.
-    const generation = cell.kvListGeneration = (cell.kvListGeneration ?? 0) + 1;
-    return kvListSteps(cell, generation, compileList(options));
-  }
-}
-
-function* kvListSteps(cell, generation, compiled) {
-  {
-    const { 0: start, 1: startAfter, 2: end, 3: prefix, 4: reverse, 5: limit } = compiled;
-    let last = null;
-    for (let n = 0; limit === null || n < limit; n++) {
-      if (cell.kvListGeneration !== generation) {
-        throw new Error(
-          "kv.list() iterator was invalidated because a new call to kv.list() was started. Only one kv.list() iterator can exist at a time.",
-        );
-      }
-      const rows = last === null
-        ? op_kv_list(handle(cell), start, startAfter, end, prefix, reverse, 1)
-        : reverse
-        ? op_kv_list(handle(cell), start, startAfter, last, prefix, true, 1)
-        : op_kv_list(handle(cell), null, last, end, prefix, false, 1);
-      if (rows.length === 0) return;
-      last = rows[0][0];
-      yield [last, de(rows[0][1])];
-    }
-  }
-}
-
-// -- SQL ---------------------------------------------------------------------
-
-function sqlHandle(cell) {
-  if (!cell.cls.sqlite) {
-    throw new Error(
-      "SQL is not enabled for this Durable Object class. To enable it, set `enableSql = true` in your workerd config for the class. If using wrangler, make sure the class is declared in a `new_sqlite_classes` migration.",
-    );
-  }
-  return handle(cell);
-}
-
-function binding(v) {
-  if (v === null || v === undefined || typeof v === "number" || typeof v === "string") return v;
-  if (typeof v === "bigint") throw new TypeError("Cannot convert a BigInt value to a number");
-  if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return v;
-  return `${v}`; // WebIDL string coercion: true -> "true", 1n -> "1"
-}
-
-class SqlStorage {
-  #cell;
-  constructor(key, cell) {
-    if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#cell = cell;
-  }
-  exec(query, ...bindings) {
-    const out = op_sql_exec(sqlHandle(this.#cell), `${query}`, bindings.map(binding));
-    return new SqlStorageCursor(KEY, out);
-  }
-  get databaseSize() {
-    return op_sql_database_size(sqlHandle(this.#cell));
-  }
-}
-
-class SqlStorageCursor {
-  #columns;
-  #rows;
-  #pos = 0;
-  #read;
-  #written;
-  constructor(key, out) {
-    if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#columns = out[0];
-    this.#rows = out[1];
-    this.#read = out[2];
-    this.#written = out[3];
-  }
-  get columnNames() {
-    return this.#columns;
-  }
-  get rowsRead() {
-    return this.#read;
-  }
-  get rowsWritten() {
-    return this.#written;
-  }
-  #object(row) {
-    const o = {};
-    for (let i = 0; i < this.#columns.length; i++) o[this.#columns[i]] = row[i];
-    return o;
-  }
-  next() {
-    if (this.#pos >= this.#rows.length) return { done: true, value: undefined };
-    return { done: false, value: this.#object(this.#rows[this.#pos++]) };
-  }
-  toArray() {
-    const out = [];
-    while (this.#pos < this.#rows.length) out.push(this.#object(this.#rows[this.#pos++]));
-    return out;
-  }
-  one() {
-    const rest = this.#rows.length - this.#pos;
-    if (rest === 0) throw new Error("Expected exactly one result from SQL query, but got no results.");
-    if (rest > 1) throw new Error("Expected exactly one result from SQL query, but got multiple results.");
-    return this.#object(this.#rows[this.#pos++]);
-  }
-  *raw() {
-    while (this.#pos < this.#rows.length) yield this.#rows[this.#pos++];
-  }
-  [SymbolIterator]() {
-    return this;
   }
 }
 

@@ -97,6 +97,7 @@ deno_core::extension!(
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",
+    "41_storage.js",
     "42_facets.js",
     "45_hibernation.js",
     "20_workers_module.js",

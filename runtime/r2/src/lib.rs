@@ -8,6 +8,7 @@
 mod cond;
 mod object;
 mod store;
+mod upload;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
