@@ -191,25 +191,26 @@ async function runMethod(name, props, kind, method, args, ser) {
   });
 }
 
-class Fetcher {
-  #name;
-  #props;
+/** A Fetcher binding: `fetch()` through `send(input, init)`, whatever the
+ * binding reaches (this Worker, another Worker, a facet). */
+export class Fetcher {
+  #send;
   #tag;
-  constructor(key, name, props, tag) {
+  #what;
+  constructor(key, tag, what, send) {
     if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#name = name;
-    this.#props = props;
     this.#tag = tag;
+    this.#what = what;
+    this.#send = send;
   }
   get [SymbolToStringTag]() {
     return this.#tag;
   }
   async fetch(input, init) {
-    spendSubrequest();
-    return await callFetch(this.#name, this.#props, toRequest(input, init));
+    return await this.#send(input, init);
   }
   connect() {
-    throw new Error("connect() on a service binding is not supported by cellhost yet");
+    throw new Error(`connect() on ${this.#what} is not supported by cellhost yet`);
   }
 }
 
@@ -217,30 +218,13 @@ const OWN = ["fetch", "connect"];
 
 /** A binding to entrypoint `name` ("default" for the default export). */
 export function serviceStub(name, props, tag = "Fetcher") {
-  const fetcher = new Fetcher(KEY, name, props ?? {}, tag);
+  const fetcher = new Fetcher(KEY, tag, "a service binding", (input, init) => {
+    spendSubrequest();
+    return callFetch(name, props ?? {}, toRequest(input, init));
+  });
   return stubProxy(fetcher, (kind, prop, args) => callMethod(name, props, kind, prop, args));
 }
 
-/** A Fetcher for another Worker of the process (`services` naming it). */
-class RemoteFetcher {
-  #worker;
-  #target;
-  constructor(key, worker, target) {
-    if (key !== KEY) throw new TypeError("Illegal constructor");
-    this.#worker = worker;
-    this.#target = target;
-  }
-  get [SymbolToStringTag]() {
-    return "Fetcher";
-  }
-  async fetch(input, init) {
-    return await fetchVia(input, init, (method, url, headers, bodyRid) =>
-      op_service_fetch(this.#worker, this.#target, method, url, headers, bodyRid));
-  }
-  connect() {
-    throw new Error("connect() on a service binding is not supported by cellhost yet");
-  }
-}
 
 /** A binding to entrypoint `entrypoint` (null: default) of Worker `worker`. */
 export function remoteServiceStub(worker, entrypoint, props) {
@@ -253,7 +237,10 @@ export function remoteServiceStub(worker, entrypoint, props) {
     if (!ok) throw remoteError(new TextDecoder().decode(payload));
     return core.deserialize(payload);
   };
-  return stubProxy(new RemoteFetcher(KEY, worker, target), call);
+  const fetcher = new Fetcher(KEY, "Fetcher", "a service binding", (input, init) =>
+    fetchVia(input, init, (method, url, headers, bodyRid) =>
+      op_service_fetch(worker, target, method, url, headers, bodyRid)));
+  return stubProxy(fetcher, call);
 }
 
 // A Fetcher whose other members are RPC: `stub.method(...args)` calls,

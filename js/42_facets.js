@@ -8,7 +8,8 @@
 import { core, primordials } from "ext:core/mod.js";
 import { Cell, setFacetsFactory } from "ext:cellhost/40_cell.js";
 import { decode, DurableObjectId, encode, toRequest } from "ext:cellhost/30_durable_objects.js";
-import { facetClassOf, stubProxy } from "ext:cellhost/25_services.js";
+import { Fetcher, facetClassOf, stubProxy } from "ext:cellhost/25_services.js";
+import { KEY } from "ext:cellhost/01_keys.js";
 
 const {
   Error,
@@ -110,24 +111,11 @@ class Facet {
   }
 }
 
-class Fetcher {
-  #facet;
-  constructor(facet) {
-    this.#facet = facet;
-  }
-  get [SymbolToStringTag]() {
-    return "Fetcher";
-  }
-  async fetch(input, init) {
-    return await this.#facet.send({ kind: "facet-http", request: toRequest(input, init) });
-  }
-  connect() {
-    throw new Error("connect() on a facet is not supported by cellhost yet");
-  }
-}
 
 function stub(facet) {
-  return stubProxy(new Fetcher(facet), (kind, method, args) => facet.call(kind, method, args));
+  const fetcher = new Fetcher(KEY, "Fetcher", "a facet", (input, init) =>
+    facet.send({ kind: "facet-http", request: toRequest(input, init) }));
+  return stubProxy(fetcher, (kind, method, args) => facet.call(kind, method, args));
 }
 
 class DurableObjectFacets {

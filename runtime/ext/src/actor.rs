@@ -243,7 +243,15 @@ pub async fn op_do_call(
       reply: tx,
     }),
   )?;
-  let reply: RpcReply = rx
+  rpc_answer(rx).await
+}
+
+/// The answer to an RPC job as `[ok, payload]` (the other side gone:
+/// "Network connection lost.").
+pub(crate) async fn rpc_answer(
+  rx: oneshot::Receiver<RpcReply>,
+) -> Result<(bool, Uint8Array), JsErrorBox> {
+  let reply = rx
     .await
     .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
   Ok((reply.ok, reply.payload.into()))
@@ -273,10 +281,7 @@ pub async fn op_do_call_export(
       reply: tx,
     }))
     .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
-  let reply: RpcReply = rx
-    .await
-    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
-  Ok((reply.ok, reply.payload.into()))
+  rpc_answer(rx).await
 }
 
 /// The object's answer to an RPC call; waits for the output gate.

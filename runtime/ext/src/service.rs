@@ -14,8 +14,8 @@ use deno_core::{OpState, ResourceId, op2};
 use deno_error::JsErrorBox;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::actor::{ActorResponse, fetch_through};
-use crate::http::{HttpJob, Job, RpcReply, ServiceJob, ServiceTarget};
+use crate::actor::{ActorResponse, fetch_through, rpc_answer};
+use crate::http::{HttpJob, Job, ServiceJob, ServiceTarget};
 
 struct Peer {
   isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
@@ -113,8 +113,5 @@ pub async fn op_service_call(
       reply: tx,
     }),
   )?;
-  let reply: RpcReply = rx
-    .await
-    .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
-  Ok((reply.ok, reply.payload.into()))
+  rpc_answer(rx).await
 }

@@ -560,10 +560,10 @@ pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
   use super::*;
 
-  fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+  pub(crate) fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
       .enable_all()
       .build()

@@ -217,15 +217,8 @@ mod tests {
   use super::*;
   use crate::cond::RangeRequest;
   use crate::store::Got;
+  use crate::store::tests::block;
   use cellhost_bucket::Bucket;
-
-  fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-      .enable_all()
-      .build()
-      .unwrap()
-      .block_on(f)
-  }
 
   #[test]
   fn multipart_joins_parts_in_order() {
