@@ -36,6 +36,7 @@ const {
 const {
   op_cell_open,
   op_cell_open_facet,
+  op_cell_activate_facet,
   op_cell_activate,
   op_cell_bucket_mode,
   op_cell_close,
@@ -289,7 +290,7 @@ export class Cell {
       return;
     }
     if (this.instance === null && this.broken === null) {
-      if (bucketMode && this.handle === 0 && this.facet === null) {
+      if (bucketMode && this.handle === 0) {
         this.activate();
         return;
       }
@@ -320,7 +321,11 @@ export class Cell {
   activate() {
     if (this.activating) return;
     this.activating = true;
-    op_cell_activate(this.cls.uniqueKey, this.hex).then((h) => {
+    const f = this.facet;
+    const taking = f === null
+      ? op_cell_activate(this.cls.uniqueKey, this.hex)
+      : op_cell_activate_facet(f.root.cls.uniqueKey, f.root.hex, f.path);
+    taking.then((h) => {
       this.activating = false;
       if (this.broken !== null) {
         op_cell_close(h);
@@ -328,8 +333,9 @@ export class Cell {
       }
       this.handle = h;
       // A cell taken over from another node brings its stored alarm,
-      // which this node's schedule has not seen: check it as a wake-up.
-      this.alarmArrived();
+      // which this node's schedule has not seen: check it as a wake-up
+      // (facets have none: the schedule knows only top-level objects).
+      if (f === null) this.alarmArrived();
       this.pump();
     }, (e) => {
       this.activating = false;

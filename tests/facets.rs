@@ -1,9 +1,13 @@
 //! Durable Object facets beyond the `do_facets` fixture (which compares
 //! with workerd): their databases survive a SIGKILL and the parent's
 //! eviction, lie beside the parent's, go (with their children) when
-//! deleted, and bucket mode refuses them by name.
+//! deleted, and on a bucket they move with their parent between nodes.
 
 mod support;
+
+// The moto server the bucket crate's S3 tests start.
+#[path = "../runtime/bucket/tests/common/mod.rs"]
+mod bucket_common;
 
 use std::time::Duration;
 
@@ -113,36 +117,116 @@ fn facets_keep_their_storage_through_sigkill_and_eviction() {
   assert_eq!(text(&ch, "/?f=bar/baz"), "0 0 2");
 }
 
-#[test]
-fn bucket_mode_refuses_facets_by_name() {
+/// The first answer of `path` that is not a refusal (the cell may still be
+/// held by a dead node's lease).
+fn text_once_taken(ch: &Cellhost, path: &str) -> String {
+  let until = std::time::Instant::now() + Duration::from_secs(15);
+  loop {
+    let r = get(ch.addr, path);
+    if r.status == 200 || std::time::Instant::now() > until {
+      return r.text();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+  }
+}
+
+/// Two nodes on one bucket: `url` with `extra` flags and `env`; `files`,
+/// for a local bucket, is its directory (to look at what it holds).
+fn facets_move_with_their_parent(
+  tag: &str,
+  url: &str,
+  extra: &[&str],
+  env: &[(&str, &str)],
+  files: Option<&std::path::Path>,
+) {
   let dir = project(
-    "facets-bucket",
+    tag,
     WORKER,
     OBJ_BINDING
       .replace("\"Obj\"]", "\"Obj\", \"Counter\"]")
       .as_str(),
   );
-  let bucket = dir.join("bucket");
-  std::fs::create_dir_all(&bucket).unwrap();
-  let url = format!("file://{}", bucket.display());
-  let data = dir.join(".data");
-  let ch = Cellhost::start(
-    &dir,
-    &[
+  let start = |node: &str| {
+    let data = dir.join(format!("data-{node}"));
+    let _ = std::fs::remove_dir_all(&data);
+    let mut args = vec![
       "--data",
       data.to_str().unwrap(),
       "--bucket",
-      &url,
+      url,
       "--node",
-      "a",
-    ],
-  );
-  let r = get(ch.addr, "/?f=foo");
-  assert_eq!(r.status, 500);
-  assert!(
-    r.text()
-      .contains("Durable Object facets are not supported in bucket mode"),
-    "{}",
-    r.text()
-  );
+      node,
+      "--lease-ttl-ms",
+      "3000",
+      "--isolates",
+      "1",
+    ];
+    args.extend(extra);
+    Cellhost::try_start_env(&dir, &args, env).unwrap_or_else(|e| panic!("node {node}: {e}"))
+  };
+  let count = |suffix: &str| files.map(|b| find(b, suffix).len());
+  let mut a = start("a");
+  assert_eq!(text(&a, "/?f=foo"), "0 0 1");
+  assert_eq!(text(&a, "/?f=foo"), "1 1 1");
+  assert_eq!(text(&a, "/?f=bar/baz"), "0 0 2");
+  assert_eq!(text(&a, "/?f=bar/baz"), "1 1 2");
+  if files.is_some() {
+    // Each facet is a cell of its own, recorded under its parent's.
+    assert_eq!(count("/facets/foo"), Some(1));
+    assert_eq!(count("$bar/facets/baz"), Some(1));
+    assert_eq!(count("$bar$baz/own.json"), Some(1));
+  }
+
+  // The owner dies with its disk: the next node restores the facets with
+  // their parent, from the bucket alone.
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  let mut b = start("b");
+  assert_eq!(text_once_taken(&b, "/?f=foo"), "2 0 1", "{}", b.log());
+  assert_eq!(text(&b, "/?f=bar/baz"), "2 0 2");
+
+  // Deleting a facet empties it and its children in the bucket.
+  assert_eq!(text(&b, "/delete?f=bar"), "deleted");
+  if files.is_some() {
+    assert_eq!(count("/facets/bar"), Some(0));
+  }
+  assert_eq!(text(&b, "/?f=foo"), "3 1 2");
+  signal_term(&mut b);
+  let a = start("a");
+  assert_eq!(text_once_taken(&a, "/?f=bar/baz"), "0 0 1", "{}", a.log());
+  // bar itself starts empty too (it never counted: its child did).
+  assert_eq!(text(&a, "/?f=bar"), "0 0 1");
+  assert_eq!(text(&a, "/?f=foo"), "4 0 2");
+}
+
+#[test]
+fn facets_move_with_their_parent_between_nodes_on_a_bucket() {
+  let bucket = std::env::temp_dir().join(format!("cellhost-facets-bucket-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&bucket);
+  std::fs::create_dir_all(&bucket).unwrap();
+  let url = format!("file://{}", bucket.display());
+  facets_move_with_their_parent("facets-bucket", &url, &[], &[], Some(&bucket));
+}
+
+#[test]
+fn facets_move_with_their_parent_on_s3_through_moto() {
+  let moto = bucket_common::Moto::start();
+  let url = format!("s3://{}", bucket_common::MOTO_BUCKET);
+  let endpoint = moto.endpoint();
+  let extra = ["--endpoint", &endpoint, "--region", "us-east-1"];
+  let env = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+  ];
+  facets_move_with_their_parent("facets-s3", &url, &extra, &env, None);
+}
+
+/// A clean stop (SIGTERM): the node releases its cells.
+fn signal_term(ch: &mut Cellhost) {
+  let pid = ch.child.id().to_string();
+  std::process::Command::new("kill")
+    .args(["-TERM", &pid])
+    .status()
+    .unwrap();
+  assert_eq!(ch.child.wait().unwrap().code(), Some(0), "{}", ch.log());
 }

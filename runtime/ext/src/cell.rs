@@ -340,7 +340,7 @@ pub fn op_cell_open(
   Ok(c.insert(unique_key, id_hex, db, None))
 }
 
-fn class_of(state: &OpState, unique_key: &str) -> Option<String> {
+pub(crate) fn class_of(state: &OpState, unique_key: &str) -> Option<String> {
   state
     .try_borrow::<crate::actor::Router>()
     .and_then(|r| r.namespaces.iter().find(|n| n.unique_key == unique_key))
@@ -379,17 +379,22 @@ pub async fn op_cell_activate(
   };
   let (db, repl) = crate::replica::open(fleet, path, scope)
     .await
-    .map_err(|e| match e.owner {
-      // The glue turns it into a retryable error naming the owner (a 503
-      // at the edge), see js/40_cell.js.
-      Some(owner) => JsErrorBox::new(
-        "CellOwnedElsewhere",
-        serde_json::json!({"message": e.message, "owner": owner}).to_string(),
-      ),
-      None => JsErrorBox::generic(e.message),
-    })?;
+    .map_err(activate_error)?;
   let mut st = state.borrow_mut();
   Ok(cells(&mut st).insert(&unique_key, &id_hex, db, Some(repl)))
+}
+
+/// Why a cell could not be taken, as the glue expects it.
+pub(crate) fn activate_error(e: cellhost_fleet::ActivateError) -> JsErrorBox {
+  match e.owner {
+    // The glue turns it into a retryable error naming the owner (a 503 at
+    // the edge), see js/40_cell.js.
+    Some(owner) => JsErrorBox::new(
+      "CellOwnedElsewhere",
+      serde_json::json!({"message": e.message, "owner": owner}).to_string(),
+    ),
+    None => JsErrorBox::generic(e.message),
+  }
 }
 
 impl Cells {

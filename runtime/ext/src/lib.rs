@@ -61,6 +61,7 @@ deno_core::extension!(
     service::op_service_fetch,
     service::op_service_call,
     facet::op_cell_open_facet,
+    facet::op_cell_activate_facet,
     facet::op_cell_delete_facet,
     cell::op_kv_get,
     cell::op_kv_put,

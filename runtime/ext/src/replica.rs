@@ -51,17 +51,7 @@ pub(crate) async fn open(
 /// snapshot that opens this epoch's generation.
 fn prepare(path: &Path, scope: &str, act: Activation) -> Result<(CellDb, Repl, Upload), String> {
   // The bucket wins over whatever the local file holds.
-  let mut side = path.as_os_str().to_owned();
-  for suffix in ["", "-wal", "-shm"] {
-    side.clear();
-    side.push(path.as_os_str());
-    side.push(suffix);
-    match std::fs::remove_file(&side) {
-      Ok(()) => {}
-      Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-      Err(e) => return Err(format!("{}: {e}", Path::new(&side).display())),
-    }
-  }
+  remove_files(path)?;
   if let Some(image) = act.image {
     if let Some(dir) = path.parent() {
       std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
@@ -100,4 +90,36 @@ pub(crate) fn capture(db: &mut CellDb, repl: &mut Repl) -> Result<Option<Upload>
     txid,
     bytes,
   }))
+}
+
+/// Empties the cell `scope` in the bucket (a deleted facet): takes it at a
+/// new epoch whose generation starts from an empty database, so every
+/// restore from now on finds it empty. `scratch` holds that database while
+/// its snapshot is made. Blocks the caller for a few bucket round trips.
+pub(crate) fn wipe(fleet: &Fleet, scratch: &Path, scope: &str) -> Result<(), String> {
+  let act = fleet
+    .activate_blocking(scope.to_string())
+    .map_err(|e| e.message)?;
+  let empty = Activation {
+    epoch: act.epoch,
+    image: None,
+  };
+  let (db, _, upload) = prepare(scratch, scope, empty)?;
+  drop(db);
+  remove_files(scratch)?;
+  fleet.publish_one_blocking(upload)
+}
+
+/// Removes a database file and its WAL and shared-memory files.
+pub(crate) fn remove_files(path: &Path) -> Result<(), String> {
+  for suffix in ["", "-wal", "-shm"] {
+    let mut side = path.as_os_str().to_owned();
+    side.push(suffix);
+    match std::fs::remove_file(&side) {
+      Ok(()) => {}
+      Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+      Err(e) => return Err(format!("{}: {e}", Path::new(&side).display())),
+    }
+  }
+  Ok(())
 }

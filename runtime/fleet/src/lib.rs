@@ -17,6 +17,7 @@
 //! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
 
 mod codec;
+mod facets;
 mod lease;
 mod own;
 mod records;
@@ -222,6 +223,7 @@ impl Fleet {
     if uploads.is_empty() {
       return Ok(());
     }
+    let epochs: Vec<(String, u64)> = uploads.iter().map(|u| (u.scope.clone(), u.epoch)).collect();
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     let mut failed = self
       .spawn(async move { own::publish(&bucket, &node, uploads).await })
@@ -234,7 +236,12 @@ impl Fleet {
     }
     let mut owned = self.owned.lock().unwrap();
     for (scope, _) in &failed {
-      owned.remove(scope);
+      // Only the epoch that failed: a later one taken meanwhile (a deleted
+      // facet starts over) is still held.
+      let failed_epoch = |(held, _): &(u64, Token)| epochs.contains(&(scope.clone(), *held));
+      if owned.get(scope).is_some_and(failed_epoch) {
+        owned.remove(scope);
+      }
     }
     Err(failed)
   }
