@@ -7,6 +7,7 @@ import { socketFromRid } from "ext:cellhost/50_websocket.js";
 import { KEY, kOwner } from "ext:cellhost/01_keys.js";
 import { spendSubrequest } from "ext:cellhost/06_budget.js";
 import { internal } from "ext:cellhost/00_globals.js";
+import { refusedSocket } from "ext:cellhost_sockets/sockets.js";
 
 const {
   ObjectPrototypeIsPrototypeOf,
@@ -382,6 +383,10 @@ class DurableObjectStub {
   get [SymbolToStringTag]() {
     return "DurableObject";
   }
+  // An object takes no connections: workerd's refusal, on the socket.
+  connect(address, options) {
+    return refusedSocket(address, options);
+  }
   async fetch(input, init) {
     if (this.#state.broken !== null) throw this.#state.broken;
     return await fetchVia(
@@ -436,7 +441,7 @@ export async function fetchVia(input, init, send, onError = (e) => e) {
   return new Response(nullBody ? null : body, { status: res.status, headers: res.headers });
 }
 
-const STUB_OWN = ["fetch", "id", "name"];
+const STUB_OWN = ["fetch", "connect", "id", "name"];
 
 function makeStub(ns, id) {
   const state = { broken: null };

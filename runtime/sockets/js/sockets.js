@@ -7,9 +7,11 @@ const {
   Error,
   MathTrunc,
   NumberIsFinite,
+  ObjectDefineProperty,
   ObjectPrototypeIsPrototypeOf,
   Promise,
   PromisePrototypeThen,
+  PromiseReject,
   RegExpPrototypeExec,
   String,
   StringPrototypeLastIndexOf,
@@ -18,6 +20,7 @@ const {
   StringPrototypeEndsWith,
   StringPrototypeIncludes,
   Symbol,
+  SymbolToStringTag,
   TypedArrayPrototypeSubarray,
   TypeError,
   Uint8Array,
@@ -241,6 +244,8 @@ export class Socket {
     return new Socket(kCreate, tls, this.#address, "on", this.#allowHalfOpen);
   }
 }
+// `[object Socket]`, as workerd's class shows.
+ObjectDefineProperty(Socket.prototype, SymbolToStringTag, { value: "Socket", configurable: true });
 
 function hostOf(address) {
   const colon = StringPrototypeLastIndexOf(address, ":");
@@ -257,6 +262,20 @@ let gate = (open) => open();
 
 export function setConnectionGate(g) {
   gate = g;
+}
+
+/** A socket to a target that refused the connection (a Durable Object
+ * stub's connect(): objects take no connections), failing as workerd's
+ * does when its proxy answers with an error status. */
+export function refusedSocket(address, options) {
+  const { hostname, port } = parseAddress(address);
+  const hint = port === 80 || port === 443
+    ? ". It looks like you might be trying to connect to a HTTP-based service \u2014 consider using fetch instead"
+    : "";
+  const rid = PromiseReject(new Error(FAILED + hint));
+  const shown = StringPrototypeIncludes(hostname, ":") ? `[${hostname}]:${port}` : `${hostname}:${port}`;
+  const secure = options?.secureTransport === undefined ? "off" : String(options.secureTransport);
+  return new Socket(kCreate, rid, shown, secure, options?.allowHalfOpen === true);
 }
 
 export function connect(address, options) {
