@@ -8,6 +8,8 @@
 import { core, primordials } from "ext:core/mod.js";
 import {
   decode,
+  decodeParams,
+  releaseParams,
   encode,
   fetchVia,
   outputGate,
@@ -141,7 +143,18 @@ export async function callFetch(name, props, request) {
 async function callMethod(name, props, kind, method, args) {
   spendSubrequest();
   const bytes = serialize(args);
-  const value = await runMethod(name, props, kind, method, () => decode(core.deserialize(bytes)), serialize);
+  let made = [];
+  const params = () => {
+    const p = decodeParams(core.deserialize(bytes));
+    made = p.made;
+    return p.value;
+  };
+  let value;
+  try {
+    value = await runMethod(name, props, kind, method, params, serialize);
+  } finally {
+    releaseParams(made);
+  }
   return decode(core.deserialize(value));
 }
 

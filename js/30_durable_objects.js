@@ -252,19 +252,39 @@ export function encode(v, depth = 0) {
   return v;
 }
 
-/** Turns markers back into stubs. */
-export function decode(v, depth = 0) {
+/** Turns markers back into stubs (each one made is pushed to `made`). */
+export function decode(v, depth = 0, made = undefined) {
   if (v === null || typeof v !== "object" || depth > 64) return v;
-  if (primordials.ArrayIsArray(v)) return v.map((x) => decode(x, depth + 1));
+  if (primordials.ArrayIsArray(v)) return v.map((x) => decode(x, depth + 1, made));
   if (plain(v)) {
     const m = v[STUB_KEY];
-    if (m !== undefined) return importStub(m);
+    if (m !== undefined) {
+      const stub = importStub(m);
+      made?.push(stub);
+      return stub;
+    }
     const o = {};
-    for (const k of primordials.ObjectKeys(v)) o[k] = decode(v[k], depth + 1);
+    for (const k of primordials.ObjectKeys(v)) o[k] = decode(v[k], depth + 1, made);
     return o;
   }
   return v;
 }
+
+// A call's parameters: the stubs among them are the callee's only for the
+// call (workerd disposes them when it ends; dup() keeps one).
+export function decodeParams(v) {
+  const made = [];
+  return { value: decode(v, 0, made), made };
+}
+
+export function releaseParams(made) {
+  for (const stub of new primordials.SafeArrayIterator(made)) implicitDispose.get(stub)?.();
+}
+
+// The end-of-call disposal of each parameter stub: it releases the stub's
+// reference; the target hears of it (its Symbol.dispose) only when that was
+// the last one, as on workerd.
+const implicitDispose = new primordials.SafeWeakMap();
 
 const DISPOSED = "RPC stub used after being disposed.";
 
@@ -291,8 +311,9 @@ function importStub({ 0: iso, 1: id, 2: kind }, refs = { n: 1 }) {
     return importStub([iso, id, kind], refs);
   };
   // A function target: the stub is callable (typeof "function"), as workerd's.
-  return new Proxy(function () {}, {
+  const stub = new Proxy(function () {}, {
     apply(_t, _this, args) {
+      if (disposed) return PromiseReject(new Error(DISPOSED));
       if (kind !== "f") return PromiseReject(new TypeError("The RPC stub is not a function."));
       return call("", args);
     },
@@ -303,6 +324,12 @@ function importStub({ 0: iso, 1: id, 2: kind }, refs = { n: 1 }) {
       return (...args) => call(prop, args);
     },
   });
+  implicitDispose.set(stub, () => {
+    if (disposed) return;
+    disposed = true;
+    if (--refs.n === 0) callExport(iso, id, DISPOSE, [true]).catch(() => {});
+  });
+  return stub;
 }
 
 async function callExport(iso, id, method, args) {
@@ -329,18 +356,23 @@ export async function runExport(job, errorJson) {
     }
     if (owner !== null && owner.broken !== null) throw new Error(GONE);
     const { 1: args } = core.deserialize(job.args);
-    const decoded = decode(args);
-    let run;
-    if (job.method === "") {
-      run = target(...decoded);
-    } else {
-      if (typeof target[job.method] !== "function" || ReflectHas(Object.prototype, job.method)) {
-        throw new TypeError(`The RPC receiver does not implement the method "${job.method}".`);
+    const { value: decoded, made } = decodeParams(args);
+    let value;
+    try {
+      let run;
+      if (job.method === "") {
+        run = target(...decoded);
+      } else {
+        if (typeof target[job.method] !== "function" || ReflectHas(Object.prototype, job.method)) {
+          throw new TypeError(`The RPC receiver does not implement the method "${job.method}".`);
+        }
+        run = target[job.method](...decoded);
       }
-      run = target[job.method](...decoded);
+      // A call still running when its object is aborted gets the reason.
+      value = owner === null ? await run : await PromiseRace([run, owner.whenBroken()]);
+    } finally {
+      releaseParams(made);
     }
-    // A call still running when its object is aborted gets the reason.
-    const value = owner === null ? await run : await PromiseRace([run, owner.whenBroken()]);
     op_do_reply(job.id, true, serializeArgs(encodeFor(owner, value)));
   } catch (e) {
     op_do_reply(job.id, false, new TextEncoder().encode(errorJson(e)));

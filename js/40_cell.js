@@ -8,6 +8,8 @@ import { core, primordials } from "ext:core/mod.js";
 import { DurableObject } from "ext:cellhost/20_workers_module.js";
 import {
   decode,
+  decodeParams,
+  releaseParams,
   DurableObjectId,
   encodeFor,
   errorJson,
@@ -447,7 +449,13 @@ export class Cell {
         job.resolve(res);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
-        const value = await this.invoke(kind, job.method, decode(args));
+        const { value: params, made } = decodeParams(args);
+        let value;
+        try {
+          value = await this.invoke(kind, job.method, params);
+        } finally {
+          releaseParams(made);
+        }
         if (this.broken !== null) throw this.broken;
         let bytes;
         try {
