@@ -76,6 +76,11 @@ impl CellDb {
     }
     let readonly = {
       let st = self.conn.prepare(sql).map_err(prepare_error)?;
+      // Empty or comment-only SQL prepares to no statement at all (it has
+      // no text to expand).
+      if st.expanded_sql().is_none() {
+        return Err(StorageError(NO_STATEMENT.into()));
+      }
       if !is_last && st.parameter_count() > 0 {
         return Err(StorageError(
           "When executing multiple SQL statements in a single call, only the last statement can have parameters.".into(),
