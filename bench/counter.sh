@@ -23,6 +23,7 @@ measure() { # name port pid
   wait_up "$port"
   local base; base=$(rss_mb "$pid")
   read -r r1 p1 < <(wrk_load "$port" 1 one.lua)
+  local m1; m1=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")")
   read -r r64 p64 < <(wrk_load "$port" 64 one.lua)
   read -r rs ps < <(wrk_load "$port" 64 spread.lua)
   # Touch 10 000 distinct objects (two wrk threads, each name once).
@@ -35,6 +36,35 @@ measure() { # name port pid
   sleep 1
   local evicted; evicted=$(rss_mb "$pid")
   echo "$name $r1 $p1 $r64 $p64 $rs $ps $base $touched $evicted" >> "$out/results"
+  echo "$name $m1" >> "$out/p50"
+}
+
+# The floor of a durable write at c=1, measured in this run on this disk: a
+# loopback round trip (wrk c=1 p50 against examples/hello on cellhost) plus
+# one fdatasync of a 4 KiB overwrite (p50 of 2000, in $out).
+floor() {
+  RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+  local hp=$!
+  wait_up "$cport"
+  wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$cport/" > "$out/hello1.txt"
+  kill $hp; wait $hp 2>/dev/null || true
+  local rtt; rtt=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/hello1.txt")")
+  local sync; sync=$(python3 - "$out/fsync.bin" <<'PY'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+os.pwrite(fd, b"\0" * 4096 * 64, 0)
+os.fsync(fd)
+buf, ts = os.urandom(4096), []
+for i in range(2000):
+    t = time.perf_counter()
+    os.pwrite(fd, buf, (i % 64) * 4096)
+    os.fdatasync(fd)
+    ts.append(time.perf_counter() - t)
+ts.sort()
+print(f"{ts[len(ts) // 2] * 1000:.3f}")
+PY
+)
+  echo "$rtt $sync"
 }
 
 # cellhost first: workerd deletes each evicted object's -wal and -shm, and
@@ -51,6 +81,8 @@ wpid=$!
 measure workerd "$wport" "$wpid"
 kill $wpid; wait $wpid 2>/dev/null || true
 
+read -r rtt sync < <(floor)
+
 echo "counter (one SQL write per request), wrk ${secs}s per row, $(nproc) cores"
 printf "%-9s %9s %7s %9s %7s %11s %7s %8s %9s %9s\n" runtime "c1 req/s" "p99ms" "c64 req/s" "p99ms" "10k req/s" "p99ms" "RSS0 MB" "RSS10k" "evicted"
 while read -r n a b c d e f g h i; do
@@ -61,3 +93,7 @@ read -r _ ca cb cc cd ce cf _ _ _ < <(grep '^cellhost' "$out/results")
 r() { echo "$1/$2" | bc -l; }
 printf "ratio cellhost/workerd: c1 %.2fx (p99 %.2fx), c64 %.2fx (p99 %.2fx), 10k objects %.2fx (p99 %.2fx)\n" \
   "$(r "$ca" "$wa")" "$(r "$cb" "$wb")" "$(r "$cc" "$wc")" "$(r "$cd" "$wd")" "$(r "$ce" "$we")" "$(r "$cf" "$wf")"
+read -r _ cm1 < <(grep '^cellhost' "$out/p50")
+read -r _ wm1 < <(grep '^workerd' "$out/p50")
+printf "c=1 p50: cellhost %.3f ms, workerd %.3f ms; floor %.3f ms (loopback round trip %.3f + fdatasync of an overwrite %.3f); cellhost/floor %.2fx\n" \
+  "$cm1" "$wm1" "$(r "$rtt+$sync" 1)" "$rtt" "$sync" "$(r "$cm1" "($rtt+$sync)")"
