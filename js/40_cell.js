@@ -136,6 +136,8 @@ export class Cell {
   constructor(key, actor, facet = null) {
     this.key = key;
     this.facet = facet;
+    // getCurrentBookmark()'s sequence: kept across instances, as workerd's.
+    this.bookmarks = 0;
     // This object's running facets by name (42_facets.js keeps them).
     this.facets = new SafeMap();
     this.ns = actor.ns;
