@@ -14,16 +14,22 @@ use deno_error::JsErrorBox;
 
 use crate::cell::{cells, err};
 
-fn encode(name: &str) -> String {
+/// `name` with `[A-Za-z0-9_-]` as is and any other byte as `<mark>XX`.
+fn escape(name: &str, mark: char) -> String {
   let mut out = String::with_capacity(name.len());
   for b in name.bytes() {
     if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
       out.push(b as char);
     } else {
-      out.push_str(&format!("%{b:02X}"));
+      out.push_str(&format!("{mark}{b:02X}"));
     }
   }
   out
+}
+
+/// A facet name in a file name.
+fn encode(name: &str) -> String {
+  escape(name, '%')
 }
 
 /// The database file of the facet at `path` (names from the top object
@@ -49,14 +55,7 @@ fn location(
 /// other byte `.XX`); a long name becomes `.H` and 128 bits of its SHA-256,
 /// so that nested facets still fit the 255 bytes of a scope.
 fn scope_part(name: &str) -> String {
-  let mut out = String::with_capacity(name.len());
-  for b in name.bytes() {
-    if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-      out.push(b as char);
-    } else {
-      out.push_str(&format!(".{b:02X}"));
-    }
-  }
+  let mut out = escape(name, '.');
   if out.len() > 48 {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(name.as_bytes());
