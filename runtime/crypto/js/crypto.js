@@ -1,12 +1,26 @@
 // workerd's Web Crypto beyond deno_crypto, installed on deno_crypto's
 // classes before the snapshot is taken: subtle.digest("MD5"), AES-GCM with
-// IVs of any length, subtle.timingSafeEqual and crypto.DigestStream. Every
-// other case goes to deno_crypto unchanged.
+// IVs of any length, subtle.timingSafeEqual and crypto.DigestStream. In
+// front of every SubtleCrypto method, workerd's argument checks (see
+// installChecks): the algorithms, hashes and formats it knows, its limits
+// on keys, and MD5 for HMAC, PBKDF2 and HKDF. The rest goes to deno_crypto.
 import { core, internals, primordials } from "ext:core/mod.js";
+import {
+  canonical,
+  canonicalNames,
+  canonicalUsages,
+  copyOf,
+  define,
+  JWK_MEMBERS,
+  settle,
+  upperName,
+} from "ext:cellhost_crypto/shared.js";
+import { installChecks } from "ext:cellhost_crypto/checks.js";
 
 const {
   ArrayFrom,
   MathCeil,
+  MathTrunc,
   ObjectKeys,
   ArrayPrototypeFilter,
   ArrayPrototypeFind,
@@ -37,71 +51,12 @@ const {
   op_crypto_digest_finish,
   op_crypto_digest_drop,
   op_crypto_timing_safe_equal,
+  op_crypto_hmac_md5,
+  op_crypto_hmac_md5_verify,
+  op_crypto_pbkdf2_md5,
+  op_crypto_hkdf_md5,
+  op_crypto_ec_point_valid,
 } = core.ops;
-
-// A BufferSource's bytes as a fresh copy (Web Crypto copies its inputs
-// when called), or undefined for anything else.
-function copyOf(data) {
-  if (ArrayBufferIsView(data)) {
-    return TypedArrayPrototypeSlice(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  }
-  if (ObjectPrototypeIsPrototypeOf(ArrayBufferPrototype, data) || ObjectPrototypeIsPrototypeOf(SharedArrayBufferPrototype, data)) {
-    return TypedArrayPrototypeSlice(new Uint8Array(data));
-  }
-  return undefined;
-}
-
-function upperName(algorithm) {
-  const name = typeof algorithm === "string" ? algorithm : algorithm?.name;
-  return typeof name === "string" ? StringPrototypeToUpperCase(name) : undefined;
-}
-
-const JWK_MEMBERS = ["kty", "use", "key_ops", "alg", "ext", "crv", "x", "y", "d", "n", "e", "p", "q", "dp", "dq", "qi", "oth", "k", "pub", "priv"];
-const USAGE_ORDER = ["encrypt", "decrypt", "sign", "verify", "deriveKey", "deriveBits", "wrapKey", "unwrapKey"];
-
-// Known usages in workerd's order, once each; anything else is left for
-// deno_crypto's checks (a non-iterable, an unknown usage) to refuse.
-function canonicalUsages(usages) {
-  if (usages === null || typeof usages !== "object" || typeof usages[SymbolIterator] !== "function") return usages;
-  const given = ArrayFrom(usages);
-  const known = ArrayPrototypeFilter(USAGE_ORDER, (u) => ArrayPrototypeIncludes(given, u));
-  const unknown = ArrayPrototypeFilter(given, (u) => !ArrayPrototypeIncludes(USAGE_ORDER, u));
-  return [...new primordials.SafeArrayIterator(known), ...new primordials.SafeArrayIterator(unknown)];
-}
-
-const HASHES = ["SHA-1", "SHA-256", "SHA-384", "SHA-512"];
-const CURVES = ["P-256", "P-384", "P-521"];
-const canonical = (list, name) =>
-  typeof name === "string" ? (ArrayPrototypeFind(list, (n) => n === StringPrototypeToUpperCase(name)) ?? name) : name;
-
-// workerd matches hash and curve names case-insensitively and keeps the
-// canonical spelling in key.algorithm ("sha-256" -> "SHA-256", "p-256").
-function canonicalNames(algorithm) {
-  if (algorithm === null || typeof algorithm !== "object") return algorithm;
-  const { hash, namedCurve } = algorithm;
-  const fixedHash = typeof hash === "string" ? canonical(HASHES, hash)
-    : hash !== null && typeof hash === "object" && typeof hash.name === "string"
-    ? { ...hash, name: canonical(HASHES, hash.name) }
-    : hash;
-  const fixedCurve = canonical(CURVES, namedCurve);
-  if (fixedHash === hash && fixedCurve === namedCurve) return algorithm;
-  const copy = { __proto__: algorithm };
-  if (hash !== undefined) copy.hash = fixedHash;
-  if (namedCurve !== undefined) copy.namedCurve = fixedCurve;
-  return copy;
-}
-
-function define(object, name, value) {
-  ObjectDefineProperty(object, name, { configurable: true, writable: true, enumerable: false, value });
-}
-
-function settle(fn) {
-  try {
-    return PromiseResolve(fn());
-  } catch (e) {
-    return PromiseReject(e);
-  }
-}
 
 export function install(crypto) {
   const { SubtleCrypto, CryptoKey } = crypto;
@@ -277,6 +232,9 @@ export function install(crypto) {
     for (const name of ["usages", "algorithm", "extractable", "type"]) {
       ObjectDefineProperty(key, name, { value: own[name], writable: false, enumerable: true, configurable: true });
     }
+    // workerd cannot clone a CryptoKey (structuredClone, storage, RPC):
+    // a brand that is not a function makes the serializer refuse it.
+    ObjectDefineProperty(key, core.hostObjectBrand, { value: "CryptoKey", writable: false, enumerable: false, configurable: true });
     return key;
   };
   const statics = internals.cryptoKeyStatics;
@@ -377,4 +335,6 @@ export function install(crypto) {
   }
   ObjectDefineProperty(DigestStream.prototype, primordials.SymbolToStringTag, { value: "DigestStream", configurable: true });
   define(crypto.Crypto.prototype, "DigestStream", DigestStream);
+
+  installChecks(crypto, subtle, { get, keyBytes, DOMException, utf8, importSync: statics.importSync });
 }

@@ -10,7 +10,9 @@ use deno_core::{OpState, Resource, ResourceId, op2};
 use deno_error::JsErrorBox;
 
 pub mod aes_ctr;
+mod ec;
 pub mod gcm;
+mod md5mac;
 
 /// Deno's DOMException classes (registered by deno_web).
 fn dom(name: &str, message: impl Into<String>) -> JsErrorBox {
@@ -73,7 +75,6 @@ enum Hasher {
 impl Hasher {
   fn new(name: &str) -> Option<Hasher> {
     use md5::Digest as _;
-    use sha2::Digest as _;
     Some(match name.to_ascii_uppercase().as_str() {
       "MD5" => Hasher::Md5(md5::Md5::new()),
       "SHA-1" => Hasher::Sha1(sha1::Sha1::new()),
@@ -86,7 +87,6 @@ impl Hasher {
 
   fn update(&mut self, data: &[u8]) {
     use md5::Digest as _;
-    use sha2::Digest as _;
     match self {
       Hasher::Md5(h) => h.update(data),
       Hasher::Sha1(h) => h.update(data),
@@ -98,7 +98,6 @@ impl Hasher {
 
   fn finish(self) -> Vec<u8> {
     use md5::Digest as _;
-    use sha2::Digest as _;
     match self {
       Hasher::Md5(h) => h.finalize().to_vec(),
       Hasher::Sha1(h) => h.finalize().to_vec(),
@@ -203,8 +202,13 @@ deno_core::extension!(
     op_crypto_digest_finish,
     op_crypto_digest_drop,
     op_crypto_timing_safe_equal,
+    md5mac::op_crypto_hmac_md5,
+    md5mac::op_crypto_hmac_md5_verify,
+    md5mac::op_crypto_pbkdf2_md5,
+    md5mac::op_crypto_hkdf_md5,
+    ec::op_crypto_ec_point_valid,
   ],
-  esm = [dir "js", "crypto.js"],
+  esm = [dir "js", "shared.js", "checks.js", "crypto.js"],
 );
 
 /// Build-time preparation of deno_crypto's JS (host/build.rs): the
