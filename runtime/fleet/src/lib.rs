@@ -17,6 +17,7 @@
 //! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
 
 mod codec;
+mod events;
 mod facets;
 mod lease;
 mod own;
@@ -205,6 +206,14 @@ impl Fleet {
     let (acq, image) = self
       .spawn(async move { own::acquire(&bucket, &node, &s).await })
       .await?;
+    let restored = acq.restore.as_ref().map_or(0, |c| c.keys.len());
+    events::acquired(
+      &self.node,
+      &scope,
+      acq.epoch,
+      acq.previous.as_deref(),
+      restored,
+    );
     self
       .owned
       .lock()
@@ -233,6 +242,9 @@ impl Fleet {
     }
     if failed.is_empty() {
       return Ok(());
+    }
+    for (scope, reason) in &failed {
+      events::lost(&self.node, scope, reason);
     }
     let mut owned = self.owned.lock().unwrap();
     for (scope, _) in &failed {

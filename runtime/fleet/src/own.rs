@@ -196,6 +196,7 @@ pub async fn release(bucket: &Bucket, node: &str, scope: String, epoch: u64, tok
       }
       ReleaseStep::Done(outcome) => {
         tracing::debug!("released {scope}: {outcome:?}");
+        crate::events::released(node, &scope, epoch);
         return;
       }
     };

@@ -39,6 +39,8 @@ pub struct Acquired {
   pub token: Token,
   /// The chain to restore; `None` starts the cell empty.
   pub restore: Option<Chain>,
+  /// Another node the record named before ours (a takeover), if any.
+  pub previous: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +89,8 @@ pub struct Acquire {
   words: Option<String>,
   /// Why the write being reconciled is in doubt.
   doubt: Option<StoreError>,
+  /// Another node the record named when it was last read.
+  previous: Option<String>,
 }
 
 impl Acquire {
@@ -108,6 +112,7 @@ impl Acquire {
       delay_ms: 0,
       words: None,
       doubt: None,
+      previous: None,
     };
     (a, AcquireStep::ReadOwn)
   }
@@ -242,6 +247,7 @@ impl Acquire {
         epoch,
         token,
         restore: restore::restore_chain(keys),
+        previous: self.previous.clone(),
       }),
       s => panic!("Acquire::on_ltx in state {s:?}"),
     }
@@ -292,6 +298,9 @@ impl Acquire {
       Some((r, t)) => (Some(r), Some(t)),
       None => (None, None),
     };
+    self.previous = (record.as_ref())
+      .map(|r| r.node.clone())
+      .filter(|n| !n.is_empty() && *n != self.node);
     match claim(record.as_ref(), &self.node) {
       Claim::Create => {
         // Lost-record check before creating: LTX without a record must not
@@ -400,7 +409,8 @@ mod tests {
       AcquireStep::Acquired(Acquired {
         epoch: 1,
         token: tok("v1"),
-        restore: None
+        restore: None,
+        previous: None,
       })
     );
   }
@@ -455,6 +465,15 @@ mod tests {
         token: tok("v3")
       }
     );
+    // The won cell names the node it was taken from.
+    assert_eq!(
+      a.on_write(WriteAnswer::Applied(tok("v4"))),
+      AcquireStep::ListLtx
+    );
+    match a.on_ltx(Ok(&[])) {
+      AcquireStep::Acquired(w) => assert_eq!(w.previous.as_deref(), Some("b")),
+      s => panic!("{s:?}"),
+    }
     // A missing lease is a dead owner.
     let (mut a, _) = Acquire::new("Counter:xyz", "a", 0);
     a.on_own(Ok(Some((OwnRecord::owned("b", 3), tok("v3")))), 0);

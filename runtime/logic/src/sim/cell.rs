@@ -166,6 +166,7 @@ impl World {
               epoch,
               token,
               restore: restore::restore_chain(&keys),
+              previous: None,
             })
           }
           (Some(_), Err(e)) => AcquireStep::Failed(AcquireError::Store(e)),
