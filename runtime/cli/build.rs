@@ -9,7 +9,11 @@ fn main() {
   println!("cargo:rerun-if-changed=build.rs");
   let var = |k: &str| std::env::var(k).unwrap_or_default();
   let native = var("HOST") == var("TARGET");
-  if var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu" && native && glibc_has_relr() {
+  if var("CARGO_CFG_TARGET_OS") == "linux"
+    && var("CARGO_CFG_TARGET_ENV") == "gnu"
+    && native
+    && glibc_has_relr()
+  {
     println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
   }
 }
@@ -17,7 +21,10 @@ fn main() {
 /// Whether this machine's glibc (the one the binary links against and
 /// runs with) is 2.36 or later, the first to load DT_RELR.
 fn glibc_has_relr() -> bool {
-  let Ok(out) = std::process::Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
+  let Ok(out) = std::process::Command::new("getconf")
+    .arg("GNU_LIBC_VERSION")
+    .output()
+  else {
     return false;
   };
   let text = String::from_utf8_lossy(&out.stdout);

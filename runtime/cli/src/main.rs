@@ -323,8 +323,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     max_body_bytes: args.max_body_mb.saturating_mul(1 << 20),
     test_scheduled: args.test_scheduled,
   };
-  let listeners =
-    cellhost_server::Listeners::bind(args.listen, isolates, limits, worker.spec.assets.clone())?;
+  let gate = fleet.clone().map(|f| {
+    let may: cellhost_server::AnswerGate = std::sync::Arc::new(move || f.can_ack());
+    may
+  });
+  let listeners = cellhost_server::Listeners::bind(
+    args.listen,
+    isolates,
+    limits,
+    worker.spec.assets.clone(),
+    gate,
+  )?;
   let opts = cellhost_host::PoolOptions {
     isolates,
     cpu_limit: Duration::from_millis(args.cpu_ms),

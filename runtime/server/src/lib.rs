@@ -47,7 +47,15 @@ pub struct Listeners {
   sockets: Mutex<Vec<Option<TcpListener>>>,
   limits: Limits,
   assets: Option<Arc<Assets>>,
+  gate: Option<AnswerGate>,
 }
+
+/// Whether this node may answer at all now (a fleet node: while its lease
+/// is live). Asked as the answer is handed to the connection, the last
+/// point before its bytes leave: a node frozen after its durability round
+/// acknowledged a write must not send that acknowledgement once past its
+/// fence deadline.
+pub type AnswerGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl Listeners {
   /// Binds `n` listeners on `addr` with SO_REUSEPORT. Port 0 picks one port
@@ -57,6 +65,7 @@ impl Listeners {
     n: usize,
     limits: Limits,
     assets: Option<Arc<Assets>>,
+    gate: Option<AnswerGate>,
   ) -> anyhow::Result<Arc<Self>> {
     let mut sockets = Vec::new();
     for _ in 0..n.max(1) {
@@ -76,6 +85,7 @@ impl Listeners {
       sockets: Mutex::new(sockets),
       limits,
       assets,
+      gate,
     }))
   }
 
@@ -84,8 +94,10 @@ impl Listeners {
     let this = self.clone();
     let limits = self.limits;
     let assets = self.assets.clone();
+    let gate = self.gate.clone();
     Arc::new(move |index, pool| {
       let assets = assets.clone();
+      let gate = gate.clone();
       let std = this
         .sockets
         .lock()
@@ -95,7 +107,7 @@ impl Listeners {
       Box::pin(async move {
         let Some(std) = std else { return };
         let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
-        accept_loop(listener, index, pool, limits, assets).await
+        accept_loop(listener, index, pool, limits, assets, gate).await
       })
     })
   }
@@ -107,6 +119,7 @@ async fn accept_loop(
   pool: IsolatePool,
   limits: Limits,
   assets: Option<Arc<Assets>>,
+  gate: Option<AnswerGate>,
 ) {
   loop {
     let stream = match listener.accept().await {
@@ -120,9 +133,18 @@ async fn accept_loop(
     let _ = stream.set_nodelay(true);
     let pool = pool.clone();
     let assets = assets.clone();
+    let gate = gate.clone();
     tokio::task::spawn_local(async move {
       let svc = hyper::service::service_fn(move |req| {
-        handle(req, index, pool.clone(), limits, assets.clone())
+        let answer = handle(req, index, pool.clone(), limits, assets.clone());
+        let gate = gate.clone();
+        async move {
+          let res = answer.await?;
+          Ok::<_, Infallible>(match gate {
+            Some(may) if !may() => plain(StatusCode::SERVICE_UNAVAILABLE, FENCED),
+            _ => res,
+          })
+        }
       });
       let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
@@ -135,6 +157,10 @@ async fn accept_loop(
     });
   }
 }
+
+/// What a node past its fence deadline answers instead (the outcome of the
+/// request is unknown to the client: it may have been written).
+const FENCED: &str = "this node's lease could have lapsed: it answers nothing more\n";
 
 async fn handle(
   mut req: Request<Incoming>,
