@@ -18,15 +18,10 @@ import {
 import { installChecks } from "ext:cellhost_crypto/checks.js";
 
 const {
-  ArrayFrom,
   MathCeil,
-  MathTrunc,
   ObjectKeys,
-  ArrayPrototypeFilter,
-  ArrayPrototypeFind,
   ArrayPrototypeIncludes,
   ReflectApply,
-  SymbolIterator,
   ArrayBufferIsView,
   FunctionPrototypeCall,
   ObjectDefineProperty,
@@ -34,13 +29,9 @@ const {
   ObjectPrototypeIsPrototypeOf,
   PromisePrototypeThen,
   PromiseReject,
-  PromiseResolve,
-  StringPrototypeToUpperCase,
   TypedArrayPrototypeSlice,
   TypeError,
   Uint8Array,
-  ArrayBufferPrototype,
-  SharedArrayBufferPrototype,
 } = primordials;
 const {
   op_crypto_gcm,
@@ -51,11 +42,6 @@ const {
   op_crypto_digest_finish,
   op_crypto_digest_drop,
   op_crypto_timing_safe_equal,
-  op_crypto_hmac_md5,
-  op_crypto_hmac_md5_verify,
-  op_crypto_pbkdf2_md5,
-  op_crypto_hkdf_md5,
-  op_crypto_ec_point_valid,
 } = core.ops;
 
 export function install(crypto) {
