@@ -27,6 +27,9 @@ const {
 } = primordials;
 const {
   op_cell_sync,
+  op_pitr_current,
+  op_pitr_for_time,
+  op_pitr_schedule,
   op_kv_get,
   op_kv_put,
   op_kv_put_many,
@@ -231,21 +234,53 @@ export class DurableObjectStorage {
     }
     return this.#kv ??= new SyncKvStorage(KEY, this.#cell);
   }
-  // Point-in-time recovery as workerd's own local storage answers it (it
-  // keeps no history): each call gives the next bookmark of a per-object
-  // sequence; recovery is refused by name.
+  // Point-in-time recovery (SQLite-backed objects): bookmarks name states
+  // of the cell's history, a local log or the bucket's LTX chains (see
+  // runtime/ext/src/pitr.rs). Each call first lets earlier writes commit.
+  // KV-backed objects answer as workerd's local storage does: a per-object
+  // sequence, and no recovery.
   getCurrentBookmark() {
-    return settle(() => {
-      handle(this.#cell);
-      const n = NumberPrototypeToString(this.#cell.bookmarks++, 16);
-      return `00000000-${StringPrototypePadStart(n, 8, "0")}-00000000-${StringPrototypeRepeat("0", 32)}`;
-    });
+    const cell = this.#cell;
+    if (!cell.cls.sqlite) {
+      return settle(() => {
+        handle(cell);
+        const n = NumberPrototypeToString(cell.bookmarks++, 16);
+        return `00000000-${StringPrototypePadStart(n, 8, "0")}-00000000-${StringPrototypeRepeat("0", 32)}`;
+      });
+    }
+    return (async () => {
+      handle(cell);
+      await op_cell_sync();
+      return op_pitr_current(handle(cell));
+    })();
   }
-  getBookmarkForTime(_timestamp) {
-    return PromiseReject(new Error(NO_PITR));
+  getBookmarkForTime(timestamp) {
+    const cell = this.#cell;
+    if (!cell.cls.sqlite) return PromiseReject(new Error(NO_PITR));
+    return (async () => {
+      const ms = ObjectPrototypeIsPrototypeOf(DatePrototype, timestamp)
+        ? DatePrototypeGetTime(timestamp)
+        : Number(timestamp);
+      if (!NumberIsFinite(ms)) throw new TypeError("getBookmarkForTime() expects a Date or a number of milliseconds since the epoch.");
+      handle(cell);
+      await op_cell_sync();
+      return await op_pitr_for_time(handle(cell), ms);
+    })();
   }
-  onNextSessionRestoreBookmark(_bookmark) {
-    return PromiseReject(new Error(NO_PITR));
+  onNextSessionRestoreBookmark(bookmark) {
+    const cell = this.#cell;
+    if (!cell.cls.sqlite) return PromiseReject(new Error(NO_PITR));
+    return (async () => {
+      if (typeof bookmark !== "string") throw new TypeError("onNextSessionRestoreBookmark() expects a bookmark string.");
+      handle(cell);
+      await op_cell_sync();
+      // The state before the restore: restoring to it undoes this one.
+      const undo = op_pitr_current(handle(cell));
+      await op_pitr_schedule(handle(cell), bookmark);
+      // Committed before the caller can ctx.abort() the session.
+      await op_cell_sync();
+      return undo;
+    })();
   }
   getAlarm(_options) {
     return settle(() => storedAlarm(this.#cell));

@@ -146,6 +146,12 @@ struct RunArgs {
   /// (Cloudflare's paid-plan limit; 0: no limit).
   #[arg(long, default_value_t = 1000)]
   max_subrequests: u32,
+  /// How many days back a SQLite-backed Durable Object can be restored
+  /// (`getBookmarkForTime`, `onNextSessionRestoreBookmark`); Cloudflare
+  /// keeps 30. Without a bucket the history is a log beside each database,
+  /// pruned past this; 0 keeps none (and those calls fail by name).
+  #[arg(long, default_value_t = 30.0)]
+  pitr_days: f64,
 }
 
 #[derive(clap::Args)]
@@ -313,6 +319,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     _ => None,
   };
   worker.spec.fleet = fleet.clone();
+  if !(args.pitr_days >= 0.0 && args.pitr_days.is_finite()) {
+    anyhow::bail!("--pitr-days must be a number of days, 0 or more");
+  }
+  worker.spec.pitr_days = args.pitr_days;
   worker.spec.r2_buckets = r2_buckets(&worker, &args, fleet_bucket, &args.r2)?;
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
@@ -346,6 +356,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   for mut other in others {
     other.spec.r2_buckets = r2_buckets(&other, &args, None, &[])?;
     other.spec.peers = peers.clone();
+    other.spec.pitr_days = args.pitr_days;
     let quiet: cellhost_host::ThreadHook = std::sync::Arc::new(|_, _| Box::pin(async {}));
     let name = other.name.clone();
     let queues = other.spec.queues.clone();

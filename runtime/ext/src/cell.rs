@@ -4,12 +4,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use cellhost_storage::{CellDb, ListOptions, SqlValue, StorageError};
+use cellhost_storage::{CellDb, StorageError};
 
 use crate::sync::note_unsynced;
 pub use crate::sync::{SyncBatch, SyncFailure, Unsynced};
-use deno_core::convert::Uint8Array;
-use deno_core::{OpState, op2, v8};
+use deno_core::{OpState, op2};
 use deno_error::JsErrorBox;
 
 /// Open cell databases of this isolate, which have uncommitted writes, and
@@ -56,6 +55,10 @@ pub struct Cells {
   /// Rounds settle in order; once one failed for a cell, later rounds do
   /// not acknowledge it (the logic core's gap rule).
   latch: cellhost_logic::ack::RoundLatch<u32>,
+  /// How long local histories keep states (`--pitr-days`; 0: no history).
+  pub(crate) pitr_retention_ms: u64,
+  /// The local history of each cell without a bucket (see `pitr`).
+  history: HashMap<u32, crate::pitr::Local>,
 }
 
 impl Cells {
@@ -80,6 +83,66 @@ impl Cells {
       last_round: HashMap::new(),
       since_batch: HashMap::new(),
       latch: Default::default(),
+      pitr_retention_ms: crate::pitr::DEFAULT_RETENTION_DAYS * cellhost_pitr::DAY_MS,
+      history: HashMap::new(),
+    }
+  }
+
+  /// Sets how long local histories keep states (0: keep none).
+  pub fn set_pitr_days(&mut self, days: f64) {
+    self.pitr_retention_ms = (days * cellhost_pitr::DAY_MS as f64) as u64;
+  }
+
+  /// The name of an open cell in its bookmarks.
+  pub(crate) fn key_of_handle(&self, h: u32) -> String {
+    self.key_of.get(&h).cloned().unwrap_or_default()
+  }
+
+  pub(crate) fn repl_of(&self, h: u32) -> Option<&crate::replica::Repl> {
+    self.repl.get(&h)
+  }
+
+  /// An open cell's database with its local history.
+  pub(crate) fn local_history(
+    &mut self,
+    h: u32,
+  ) -> Result<(&mut CellDb, &mut crate::pitr::Local), JsErrorBox> {
+    match (self.dbs.get_mut(&h), self.history.get_mut(&h)) {
+      (Some(db), Some(l)) => Ok((db, l)),
+      _ => Err(JsErrorBox::generic(
+        "this Durable Object has no point-in-time history this session: it could not be opened (the node's log says why)",
+      )),
+    }
+  }
+
+  /// Opens a cell's database without a bucket, with its local history
+  /// (which may first restore it), and registers it.
+  pub(crate) fn open_local(
+    &mut self,
+    unique_key: &str,
+    id_hex: &str,
+    path: &std::path::Path,
+  ) -> Result<u32, JsErrorBox> {
+    let db = CellDb::open(path).map_err(err)?;
+    if self.pitr_retention_ms == 0 {
+      return Ok(self.insert(unique_key, id_hex, db, None));
+    }
+    let key = format!("{unique_key}/{id_hex}");
+    match crate::pitr::open_local(db, &key, self.pitr_retention_ms) {
+      Ok((db, local)) => {
+        let h = self.insert(unique_key, id_hex, db, None);
+        self.history.insert(h, local);
+        Ok(h)
+      }
+      Err(e) => {
+        // A history that cannot go on (a full disk, say) must not keep the
+        // object from serving: it runs without one this session (SQLite
+        // checkpoints as usual), its bookmark calls fail, and the next
+        // session starts a new generation.
+        tracing::error!("{key}: no point-in-time history this session: {e}");
+        let db = CellDb::open(path).map_err(err)?;
+        Ok(self.insert(unique_key, id_hex, db, None))
+      }
     }
   }
 
@@ -133,7 +196,16 @@ impl Cells {
         continue;
       };
       let committed = db.commit().and_then(|()| match self.repl.get_mut(&h) {
-        None => Ok(()),
+        None => {
+          if let Some(local) = self.history.get_mut(&h)
+            && let Err(e) = local.after_commit(db)
+          {
+            // The commit stands; its pages stay in the WAL, which is not
+            // folded while the log is behind.
+            tracing::error!("{}: history log: {e}", db.path().display());
+          }
+          Ok(())
+        }
         Some(repl) => match crate::replica::capture(db, repl) {
           Ok(upload) => {
             self.uploads.extend(upload.map(|u| (h, u)));
@@ -312,6 +384,20 @@ impl Cells {
   }
 }
 
+impl Drop for Cells {
+  /// The isolate is going away: what the cells committed goes into their
+  /// logs, so their next session resumes them without a new generation.
+  fn drop(&mut self) {
+    for (h, local) in &mut self.history {
+      if let Some(db) = self.dbs.get_mut(h)
+        && !db.has_open_transaction()
+      {
+        let _ = local.take(db);
+      }
+    }
+  }
+}
+
 pub(crate) fn err(e: StorageError) -> JsErrorBox {
   JsErrorBox::generic(e.0)
 }
@@ -336,8 +422,7 @@ pub fn op_cell_open(
     ));
   }
   let path = c.data_dir.join(unique_key).join(format!("{id_hex}.sqlite"));
-  let db = CellDb::open(&path).map_err(err)?;
-  Ok(c.insert(unique_key, id_hex, db, None))
+  c.open_local(unique_key, id_hex, &path)
 }
 
 pub(crate) fn class_of(state: &OpState, unique_key: &str) -> Option<String> {
@@ -377,7 +462,8 @@ pub async fn op_cell_activate(
       .join(format!("{id_hex}.sqlite"));
     (fleet, path, cellhost_fleet::cell_scope(&class, &id_hex))
   };
-  let (db, repl) = crate::replica::open(fleet, path, scope)
+  let key = format!("{unique_key}/{id_hex}");
+  let (db, repl) = crate::replica::open(fleet, path, scope, key)
     .await
     .map_err(activate_error)?;
   let mut st = state.borrow_mut();
@@ -452,10 +538,29 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   let c = cells(state);
   c.forget(h);
   let repl = c.repl.remove(&h);
+  let history = c.history.remove(&h);
   let Some(mut db) = c.dbs.remove(&h) else {
     return;
   };
   let mut taken = true;
+  if let Some(mut local) = history {
+    if c.dirty.remove(&h) && db.commit().is_ok() {
+      note_unsynced(&mut c.unsynced, &mut db, true);
+      local.note_commit();
+    }
+    // The WAL stays (closing never checkpoints with history on); a large
+    // one is folded once the log holds its commits.
+    let wal = std::fs::metadata(db.wal_path()).map_or(0, |m| m.len());
+    let done = if wal > CLOSE_WAL_BYTES {
+      local.fold(&mut db, true)
+    } else {
+      local.take(&mut db)
+    };
+    if let Err(e) = done {
+      tracing::error!("{}: history log: {e}", db.path().display());
+    }
+    return;
+  }
   if c.dirty.remove(&h) && db.commit().is_ok() {
     // The last commit joins the next durability round.
     note_unsynced(&mut c.unsynced, &mut db, true);
@@ -468,7 +573,7 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   }
   // With a bucket, only frames already captured may be checkpointed.
   if taken {
-    let _ = db.checkpoint_if_large(CLOSE_WAL_BYTES);
+    let _ = db.shrink_wal_if_large(CLOSE_WAL_BYTES);
   }
 }
 
@@ -479,85 +584,16 @@ pub fn op_cell_abort(state: &mut OpState, #[smi] h: u32) {
   c.forget(h);
   c.dirty.remove(&h);
   c.repl.remove(&h);
+  let history = c.history.remove(&h);
   if let Some(mut db) = c.dbs.remove(&h) {
     db.rollback();
+    // What it committed before stays bookmarkable.
+    if let Some(mut local) = history
+      && let Err(e) = local.take(&mut db)
+    {
+      tracing::error!("{}: history log: {e}", db.path().display());
+    }
   }
-}
-
-#[op2]
-pub fn op_kv_get(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[string] key: &str,
-) -> Result<Option<Uint8Array>, JsErrorBox> {
-  Ok(
-    cells(state)
-      .db(h)?
-      .kv_get(key)
-      .map_err(err)?
-      .map(Uint8Array::from),
-  )
-}
-
-#[op2(fast)]
-pub fn op_kv_put(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[string] key: &str,
-  #[buffer] value: &[u8],
-) -> Result<(), JsErrorBox> {
-  cells(state).db_w(h)?.kv_put(key, value).map_err(err)
-}
-
-#[op2]
-pub fn op_kv_put_many(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[scoped] entries: Vec<(String, Uint8Array)>,
-) -> Result<(), JsErrorBox> {
-  let entries: Vec<(String, Vec<u8>)> = entries
-    .into_iter()
-    .map(|(k, v)| (k, v.0.to_vec()))
-    .collect();
-  cells(state).db_w(h)?.kv_put_many(&entries).map_err(err)
-}
-
-#[op2(fast)]
-pub fn op_kv_delete(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[string] key: &str,
-) -> Result<bool, JsErrorBox> {
-  cells(state).db_w(h)?.kv_delete(key).map_err(err)
-}
-
-#[op2]
-#[allow(clippy::too_many_arguments)]
-pub fn op_kv_list(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[string] start: Option<String>,
-  #[string] start_after: Option<String>,
-  #[string] end: Option<String>,
-  #[string] prefix: Option<String>,
-  reverse: bool,
-  limit: Option<f64>,
-) -> Result<Vec<(String, Uint8Array)>, JsErrorBox> {
-  let opts = ListOptions::compile(
-    start.as_deref(),
-    start_after.as_deref(),
-    end.as_deref(),
-    prefix.as_deref(),
-    reverse,
-    limit.map(|l| l as u64),
-  );
-  let rows = cells(state).db(h)?.kv_list(&opts).map_err(err)?;
-  Ok(
-    rows
-      .into_iter()
-      .map(|(k, v)| (k, Uint8Array::from(v)))
-      .collect(),
-  )
 }
 
 /// The reason this cell's last commit failed, once; the object resets.
@@ -598,109 +634,6 @@ pub async fn op_cell_sync(
       "Durable Object reset because its storage commit failed; the output that depended on it was not sent",
     )),
   }
-}
-
-#[op2(fast)]
-pub fn op_kv_delete_all(state: &mut OpState, #[smi] h: u32) -> Result<(), JsErrorBox> {
-  cells(state).db_w(h)?.delete_all().map_err(err)
-}
-
-#[op2(fast)]
-pub fn op_sql_database_size(state: &mut OpState, #[smi] h: u32) -> Result<f64, JsErrorBox> {
-  cells(state).db(h)?.database_size().map_err(err)
-}
-
-/// transactionSync()/transaction(): open a savepoint, returns its depth.
-#[op2(fast)]
-#[smi]
-pub fn op_txn_savepoint(state: &mut OpState, #[smi] h: u32) -> Result<u32, JsErrorBox> {
-  cells(state).db_w(h)?.savepoint().map_err(err)
-}
-
-#[op2(fast)]
-pub fn op_txn_finish(
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[smi] depth: u32,
-  commit: bool,
-) -> Result<(), JsErrorBox> {
-  let db = cells(state).db_w(h)?;
-  if commit {
-    db.release(depth)
-  } else {
-    db.rollback_to(depth)
-  }
-  .map_err(err)
-}
-
-/// sql.exec(): returns `[columns, rows, rowsRead, rowsWritten]`.
-#[op2(reentrant)]
-pub fn op_sql_exec<'a>(
-  scope: &mut v8::PinScope<'a, '_>,
-  state: &mut OpState,
-  #[smi] h: u32,
-  #[string] sql: &str,
-  bindings: v8::Local<'a, v8::Array>,
-) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
-  let mut args = Vec::with_capacity(bindings.length() as usize);
-  for i in 0..bindings.length() {
-    let v = bindings.get_index(scope, i).unwrap();
-    args.push(if v.is_null_or_undefined() {
-      SqlValue::Null
-    } else if v.is_number() {
-      SqlValue::Number(v.number_value(scope).unwrap_or(f64::NAN))
-    } else if let Ok(view) = v8::Local::<v8::ArrayBufferView>::try_from(v) {
-      let mut buf = vec![0u8; view.byte_length()];
-      view.copy_contents(&mut buf);
-      SqlValue::Blob(buf)
-    } else if let Ok(ab) = v8::Local::<v8::ArrayBuffer>::try_from(v) {
-      let len = ab.byte_length();
-      let bytes = match ab.data() {
-        // SAFETY: the backing store holds `len` bytes while `ab` is alive.
-        Some(p) if len > 0 => {
-          unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u8, len) }.to_vec()
-        }
-        _ => Vec::new(),
-      };
-      SqlValue::Blob(bytes)
-    } else {
-      SqlValue::Text(v.to_rust_string_lossy(scope))
-    });
-  }
-  let dirty_before = cells(state).db(h)?.has_open_transaction();
-  let result = cells(state).db(h)?.sql_exec(sql, &args);
-  if !dirty_before && cells(state).db(h)?.has_open_transaction() {
-    cells(state).dirty.insert(h);
-  }
-  let result = result.map_err(err)?;
-  let columns: Vec<v8::Local<v8::Value>> = result
-    .columns
-    .iter()
-    .map(|c| v8::String::new(scope, c).unwrap().into())
-    .collect();
-  let mut rows = Vec::with_capacity(result.rows.len());
-  for row in &result.rows {
-    let cells: Vec<v8::Local<v8::Value>> = row
-      .iter()
-      .map(|v| match v {
-        SqlValue::Null => v8::null(scope).into(),
-        SqlValue::Number(n) => v8::Number::new(scope, *n).into(),
-        SqlValue::Text(s) => v8::String::new(scope, s).unwrap().into(),
-        SqlValue::Blob(b) => {
-          let store = v8::ArrayBuffer::new_backing_store_from_vec(b.clone()).make_shared();
-          v8::ArrayBuffer::with_backing_store(scope, &store).into()
-        }
-      })
-      .collect();
-    rows.push(v8::Array::new_with_elements(scope, &cells).into());
-  }
-  let out = [
-    v8::Array::new_with_elements(scope, &columns).into(),
-    v8::Array::new_with_elements(scope, &rows).into(),
-    v8::Number::new(scope, result.rows_read as f64).into(),
-    v8::Number::new(scope, result.rows_written as f64).into(),
-  ];
-  Ok(v8::Array::new_with_elements(scope, &out).into())
 }
 
 #[cfg(test)]

@@ -8,11 +8,10 @@
 
 use std::path::PathBuf;
 
-use cellhost_storage::CellDb;
 use deno_core::{OpState, op2};
 use deno_error::JsErrorBox;
 
-use crate::cell::{cells, err};
+use crate::cell::cells;
 
 /// `name` with `[A-Za-z0-9_-]` as is and any other byte as `<mark>XX`.
 fn escape(name: &str, mark: char) -> String {
@@ -135,8 +134,7 @@ pub fn op_cell_open_facet(
   }
   let at = place(state, unique_key, id_hex, &path)?;
   make_dir(&at.file, &path)?;
-  let db = CellDb::open(&at.file).map_err(err)?;
-  Ok(cells(state).insert(unique_key, &at.key, db, None))
+  cells(state).open_local(unique_key, &at.key, &at.file)
 }
 
 /// Takes a facet's cell on the bucket (recording it under its parent
@@ -162,7 +160,8 @@ pub async fn op_cell_activate_facet(
     .note_facet(&parent, name)
     .await
     .map_err(JsErrorBox::generic)?;
-  let (db, repl) = crate::replica::open(fleet, at.file, scope)
+  let key = format!("{unique_key}/{}", at.key);
+  let (db, repl) = crate::replica::open(fleet, at.file, scope, key)
     .await
     .map_err(crate::cell::activate_error)?;
   let mut st = state.borrow_mut();

@@ -12,10 +12,12 @@ mod cell;
 mod facet;
 mod http;
 mod id;
+mod pitr;
 mod replica;
 mod service;
 pub mod set;
 pub mod sources;
+mod storage_ops;
 mod sync;
 mod wake;
 pub mod ws;
@@ -56,6 +58,9 @@ deno_core::extension!(
     cell::op_cell_close,
     cell::op_cell_abort,
     cell::op_cell_sync,
+    pitr::op_pitr_current,
+    pitr::op_pitr_for_time,
+    pitr::op_pitr_schedule,
     cell::op_cell_gate_pending,
     cell::op_cell_take_failure,
     service::op_service_fetch,
@@ -63,16 +68,16 @@ deno_core::extension!(
     facet::op_cell_open_facet,
     facet::op_cell_activate_facet,
     facet::op_cell_delete_facet,
-    cell::op_kv_get,
-    cell::op_kv_put,
-    cell::op_kv_put_many,
-    cell::op_kv_delete,
-    cell::op_kv_list,
-    cell::op_kv_delete_all,
-    cell::op_sql_exec,
-    cell::op_sql_database_size,
-    cell::op_txn_savepoint,
-    cell::op_txn_finish,
+    storage_ops::op_kv_get,
+    storage_ops::op_kv_put,
+    storage_ops::op_kv_put_many,
+    storage_ops::op_kv_delete,
+    storage_ops::op_kv_list,
+    storage_ops::op_kv_delete_all,
+    storage_ops::op_sql_exec,
+    storage_ops::op_sql_database_size,
+    storage_ops::op_txn_savepoint,
+    storage_ops::op_txn_finish,
     alarm::op_alarm_get,
     alarm::op_alarm_set,
     alarm::op_alarm_delete,

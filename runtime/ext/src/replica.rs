@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cellhost_fleet::{Activation, Fleet, Upload, encode_ltx};
+use cellhost_fleet::{Fleet, Upload, encode_ltx};
 use cellhost_storage::{Captured, CellDb};
 
 /// Replication state of one open cell.
@@ -28,14 +28,32 @@ fn ltx(c: &Captured, txid: u64) -> Result<Vec<u8>, String> {
 
 /// Takes the cell `scope` and opens its database at `path`, without
 /// blocking the isolate: other cells keep serving while this one talks to
-/// the bucket.
+/// the bucket. A point-in-time restore the cell's last session scheduled
+/// (`key` names the object in its bookmarks) is carried out here: the
+/// epoch opens from the bookmarked state instead of the newest one.
 pub(crate) async fn open(
   fleet: Arc<Fleet>,
   path: PathBuf,
   scope: String,
+  key: String,
 ) -> Result<(CellDb, Repl), cellhost_fleet::ActivateError> {
   let act = fleet.activate(scope.clone()).await?;
-  let (db, repl, upload) = prepare(&path, &scope, act)?;
+  let epoch = act.epoch;
+  let mut db = place(&path, act.image)?;
+  if let Some(b) = db.pending_restore().map_err(|e| e.0)? {
+    let target = cellhost_pitr::Bookmark::parse(&key, &b)?;
+    let image = fleet.image_at(&scope, target.epoch, target.txid).await?;
+    drop(db);
+    db = place(&path, Some(image))?;
+    // The bookmarked state may hold an older restore request of its own.
+    db.clear_pending_restore().map_err(|e| e.0)?;
+    tracing::info!(
+      "{scope}: restored to bookmark {b} (epoch {}, TXID {})",
+      target.epoch,
+      target.txid
+    );
+  }
+  let (db, repl, upload) = start(db, &scope, epoch)?;
   // The generation's snapshot is in the bucket before the cell serves.
   fleet.publish(vec![upload]).await.map_err(|failed| {
     failed
@@ -47,29 +65,32 @@ pub(crate) async fn open(
   Ok((db, repl))
 }
 
-/// Replaces the local file with the restored image, opens it, and makes the
-/// snapshot that opens this epoch's generation.
-fn prepare(path: &Path, scope: &str, act: Activation) -> Result<(CellDb, Repl, Upload), String> {
-  // The bucket wins over whatever the local file holds.
+/// Replaces the local file with `image` (the bucket wins over whatever the
+/// file holds; `None`: start empty) and opens it.
+fn place(path: &Path, image: Option<Vec<u8>>) -> Result<CellDb, String> {
   remove_files(path)?;
-  if let Some(image) = act.image {
+  if let Some(image) = image {
     if let Some(dir) = path.parent() {
       std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
     std::fs::write(path, image).map_err(|e| format!("{}: {e}", path.display()))?;
   }
-  let mut db = CellDb::open(path).map_err(|e| e.0)?;
+  CellDb::open(path).map_err(|e| e.0)
+}
+
+/// Makes the snapshot that opens this epoch's generation.
+fn start(mut db: CellDb, scope: &str, epoch: u64) -> Result<(CellDb, Repl, Upload), String> {
   db.enable_capture().map_err(|e| e.0)?;
   let snap = db.snapshot().map_err(|e| e.0)?;
   let upload = Upload {
     scope: scope.to_string(),
-    epoch: act.epoch,
+    epoch,
     txid: 1,
     bytes: ltx(&snap, 1)?,
   };
   let repl = Repl {
     scope: scope.to_string(),
-    epoch: act.epoch,
+    epoch,
     txid: 1,
   };
   Ok((db, repl, upload))
@@ -100,11 +121,7 @@ pub(crate) fn wipe(fleet: &Fleet, scratch: &Path, scope: &str) -> Result<(), Str
   let act = fleet
     .activate_blocking(scope.to_string())
     .map_err(|e| e.message)?;
-  let empty = Activation {
-    epoch: act.epoch,
-    image: None,
-  };
-  let (db, _, upload) = prepare(scratch, scope, empty)?;
+  let (db, _, upload) = start(place(scratch, None)?, scope, act.epoch)?;
   drop(db);
   remove_files(scratch)?;
   fleet.publish_one_blocking(upload)

@@ -21,6 +21,7 @@ mod events;
 mod facets;
 mod lease;
 mod own;
+mod pitr;
 mod records;
 mod wake;
 
@@ -34,6 +35,7 @@ use cellhost_logic::Token;
 pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 pub use cellhost_logic::wake::Hint;
+pub use pitr::BucketPoint;
 
 /// A cell this node took.
 pub struct Activation {

@@ -211,7 +211,9 @@ async fn boot(
     }
     state.put(inbox.clone());
     state.put(router.clone());
-    state.put(Cells::new(spec.data_dir.clone(), spec.fleet.clone()));
+    let mut cells = Cells::new(spec.data_dir.clone(), spec.fleet.clone());
+    cells.set_pitr_days(spec.pitr_days);
+    state.put(cells);
     state.put(cellhost_cache::CacheStore::for_dir(&spec.data_dir));
     if !spec.kv_namespaces.is_empty() {
       state.put(cellhost_kv::KvStore::for_dir(&spec.data_dir));

@@ -52,6 +52,9 @@ pub struct WorkerSpec {
   pub data_dir: PathBuf,
   /// `--bucket`: the node on a shared bucket that owns and replicates cells.
   pub fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+  /// `--pitr-days`: how long the point-in-time history of SQLite-backed
+  /// objects reaches back (0: none is kept).
+  pub pitr_days: f64,
   /// `eval`/`new Function` while the Worker's top level runs (workerd's
   /// `allow_eval_during_startup`); never once it serves events.
   pub eval_during_startup: bool,

@@ -150,11 +150,11 @@ mod tests {
     db.kv_put("small", b"v").unwrap();
     db.commit().unwrap();
     let small = std::fs::metadata(&wal).unwrap().len();
-    db.checkpoint_if_large(64 << 10).unwrap();
+    db.shrink_wal_if_large(64 << 10).unwrap();
     assert_eq!(std::fs::metadata(&wal).unwrap().len(), small, "small: kept");
     db.kv_put("big", &vec![7u8; 100 << 10]).unwrap();
     db.commit().unwrap();
-    db.checkpoint_if_large(64 << 10).unwrap();
+    db.shrink_wal_if_large(64 << 10).unwrap();
     assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "large: folded");
     drop(db);
     let mut db = CellDb::open(&path).unwrap();

@@ -8,6 +8,7 @@ mod auth;
 mod capture;
 mod file;
 mod kv;
+mod metadata;
 mod sql;
 mod wake;
 
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 
-pub use capture::Captured;
+pub use capture::{Captured, WalPosition};
 pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow, set_alarm};
 pub use file::lock_data_dir;
 pub use kv::ListOptions;
