@@ -4,6 +4,7 @@
 // code runs (see runtime/host/src/isolate.rs, `seal`).
 import { primordials } from "ext:core/mod.js";
 import "ext:cellhost/00_globals.js";
+import "ext:cellhost/03_web_spec.js";
 import "ext:cellhost/50_websocket.js";
 import * as workers from "ext:cellhost/20_workers_module.js";
 import * as email from "ext:cellhost/21_email.js";

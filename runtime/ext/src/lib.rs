@@ -97,6 +97,7 @@ deno_core::extension!(
     dir "../../js",
     "00_globals.js",
     "01_keys.js",
+    "03_web_spec.js",
     "05_timers.js",
     "06_budget.js",
     "07_workers_globals.js",

@@ -117,8 +117,11 @@ pub enum NodeCompat {
 impl WorkerSpec {
   /// Decides the format the way bundlers do: a file with an ES module
   /// `import` or `export` statement is a module, anything else a service
-  /// worker script.
+  /// worker script. Comments and string literals do not count (webpack
+  /// writes `/* harmony export */` into plain scripts).
   pub fn detect_format(source: &str) -> Format {
+    let code = code_only(source);
+    let source = code.as_str();
     const EXPORTS: [&str; 10] = [
       "export default",
       "export {",
@@ -140,5 +143,92 @@ impl WorkerSpec {
     } else {
       Format::ServiceWorker
     }
+  }
+}
+
+/// `source` with its comments and the insides of its string, template and
+/// regular-expression literals blanked (line breaks kept), for scanning its
+/// statements. A `/` starts a regular expression where an operand may begin
+/// (the usual tokenizer rule of thumb).
+fn code_only(source: &str) -> String {
+  let b = source.as_bytes();
+  let mut out = Vec::with_capacity(b.len());
+  let mut i = 0;
+  let mut prev = b'\n'; // the last significant byte written
+  let blank = |c: u8| if c == b'\n' { b'\n' } else { b' ' };
+  while i < b.len() {
+    let c = b[i];
+    let next = b.get(i + 1).copied();
+    if c == b'/' && next == Some(b'/') {
+      while i < b.len() && b[i] != b'\n' {
+        out.push(b' ');
+        i += 1;
+      }
+    } else if c == b'/' && next == Some(b'*') {
+      let end = source[i + 2..]
+        .find("*/")
+        .map_or(b.len(), |e| i + 2 + e + 2);
+      out.extend(b[i..end].iter().map(|&c| blank(c)));
+      i = end;
+    } else if c == b'"'
+      || c == b'\''
+      || c == b'`'
+      || (c == b'/' && b"(,=:[!&|?{};+-*%<>~^\n".contains(&prev))
+    {
+      // A literal: up to its unescaped closing quote (or slash outside a
+      // character class).
+      out.push(c);
+      i += 1;
+      let mut class = false;
+      while i < b.len() {
+        let d = b[i];
+        if d == b'\\' {
+          out.push(b' ');
+          if i + 1 < b.len() {
+            out.push(blank(b[i + 1]));
+          }
+          i += 2;
+          continue;
+        }
+        if c == b'/' && d == b'[' {
+          class = true;
+        } else if c == b'/' && d == b']' {
+          class = false;
+        } else if d == c && !class {
+          break;
+        } else if c != b'`' && d == b'\n' {
+          break; // unterminated: not a literal after all
+        }
+        out.push(blank(d));
+        i += 1;
+      }
+      if i < b.len() {
+        out.push(b[i]);
+        i += 1;
+      }
+      prev = b'x';
+    } else {
+      out.push(c);
+      if !c.is_ascii_whitespace() {
+        prev = c;
+      }
+      i += 1;
+    }
+  }
+  String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod format_tests {
+  use super::*;
+
+  #[test]
+  fn comments_and_literals_do_not_make_a_module() {
+    let script = "/* harmony export */ var x = 1;\n// export default {}\nconst s = \"export default\";\nconst r = /export {/;\naddEventListener('fetch', e => e.respondWith(new Response(`import x from 'y'`)));\n";
+    assert_eq!(WorkerSpec::detect_format(script), Format::ServiceWorker);
+    let module = "/* a comment */\nconst a = 'x'; // hi\nexport default { fetch() {} };\n";
+    assert_eq!(WorkerSpec::detect_format(module), Format::Module);
+    let import = "const d = a / b / c;\nimport { x } from \"./x.js\";\n";
+    assert_eq!(WorkerSpec::detect_format(import), Format::Module);
   }
 }

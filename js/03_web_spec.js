@@ -1,0 +1,107 @@
+// Where Deno's Web-platform extensions part from the specs and workerd
+// follows them, as the Web Platform Tests found (wpt/, wpt/expectations.json
+// lists what is left). Runs after 00_globals.js has built the global scope,
+// at snapshot time.
+import { primordials } from "ext:core/mod.js";
+
+const {
+  ArrayIsArray,
+  ArrayPrototypeForEach,
+  FunctionPrototypeCall,
+  ObjectDefineProperty,
+  ObjectGetOwnPropertyDescriptor,
+  ObjectPrototypeIsPrototypeOf,
+  ReflectApply,
+  StringPrototypeStartsWith,
+} = primordials;
+const { DOMException, URL, ReadableStream, MessagePort } = globalThis;
+
+// A blob: URL's origin is its inner URL's only when that is http(s) (the
+// URL spec's origin of a blob URL); otherwise it is opaque ("null").
+{
+  const desc = ObjectGetOwnPropertyDescriptor(URL.prototype, "origin");
+  const inner = desc.get;
+  ObjectDefineProperty(URL.prototype, "origin", {
+    ...desc,
+    get: ObjectGetOwnPropertyDescriptor({
+      get origin() {
+        const origin = FunctionPrototypeCall(inner, this);
+        if (this.protocol !== "blob:") return origin;
+        let path;
+        try {
+          path = new URL(this.pathname);
+        } catch {
+          return "null";
+        }
+        return path.protocol === "http:" || path.protocol === "https:" ? path.origin : "null";
+      },
+    }, "origin").get,
+  });
+}
+
+// ReadableStream.from() takes any iterable, a string included (its code
+// points become the chunks), as workerd does.
+{
+  const from = ReadableStream.from;
+  ObjectDefineProperty(ReadableStream, "from", {
+    ...ObjectGetOwnPropertyDescriptor(ReadableStream, "from"),
+    value: {
+      from(asyncIterable) {
+        if (typeof asyncIterable === "string") {
+          // deno-lint-ignore no-new-wrappers
+          asyncIterable = new primordials.String(asyncIterable);
+        }
+        return ReflectApply(from, this, arguments.length ? [asyncIterable] : []);
+      },
+    }.from,
+  });
+}
+
+// structuredClone(value, { transfer }) detaches what it transfers: the
+// clone owns the bytes, the originals read as empty afterwards.
+{
+  const clone = globalThis.structuredClone;
+  const transferBuffer = ArrayBuffer.prototype.transfer;
+  const detachedGetter = ObjectGetOwnPropertyDescriptor(ArrayBuffer.prototype, "detached").get;
+  globalThis.structuredClone = {
+    structuredClone(value, options) {
+      const out = ReflectApply(clone, this, arguments);
+      const list = options?.transfer;
+      if (ArrayIsArray(list)) {
+        ArrayPrototypeForEach(list, (b) => {
+          if (
+            ObjectPrototypeIsPrototypeOf(ArrayBuffer.prototype, b) &&
+            !FunctionPrototypeCall(detachedGetter, b)
+          ) {
+            FunctionPrototypeCall(transferBuffer, b);
+          }
+        });
+      }
+      return out;
+    },
+  }.structuredClone;
+}
+
+// A MessagePort cannot carry transferred ArrayBuffers here; say so instead
+// of the serializer's internal words.
+{
+  const post = MessagePort.prototype.postMessage;
+  ObjectDefineProperty(MessagePort.prototype, "postMessage", {
+    ...ObjectGetOwnPropertyDescriptor(MessagePort.prototype, "postMessage"),
+    value: {
+      postMessage(_message, _transferOrOptions) {
+        try {
+          return ReflectApply(post, this, arguments);
+        } catch (e) {
+          if (typeof e?.message === "string" && StringPrototypeStartsWith(e.message, "serde_v8 error")) {
+            throw new DOMException(
+              "MessagePort.postMessage() cannot transfer ArrayBuffers; send a copy instead.",
+              "DataCloneError",
+            );
+          }
+          throw e;
+        }
+      },
+    }.postMessage,
+  });
+}
