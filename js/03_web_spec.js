@@ -2,7 +2,7 @@
 // follows them, as the Web Platform Tests found (wpt/, wpt/expectations.json
 // lists what is left). Runs after 00_globals.js has built the global scope,
 // at snapshot time.
-import { primordials } from "ext:core/mod.js";
+import { core, primordials } from "ext:core/mod.js";
 
 const {
   ArrayIsArray,
@@ -13,8 +13,11 @@ const {
   ObjectPrototypeIsPrototypeOf,
   ReflectApply,
   StringPrototypeStartsWith,
+  TypedArrayPrototypeGetByteLength,
+  TypedArrayPrototypeSlice,
 } = primordials;
 const { DOMException, URL, ReadableStream, MessagePort } = globalThis;
+const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");
 
 // A blob: URL's origin is its inner URL's only when that is http(s) (the
 // URL spec's origin of a blob URL); otherwise it is opaque ("null").
@@ -54,6 +57,36 @@ const { DOMException, URL, ReadableStream, MessagePort } = globalThis;
         return ReflectApply(from, this, arguments.length ? [asyncIterable] : []);
       },
     }.from,
+  });
+}
+
+// A body given as a string or bytes, read as a stream, is a byte stream as
+// in workerd, so that BYOB readers work on `new Response("x").body`. (Deno
+// makes it a default stream.) The bytes are copied: a byte stream takes
+// ownership of what it enqueues, and a clone shares the static source.
+{
+  const desc = ObjectGetOwnPropertyDescriptor(InnerBody.prototype, "stream");
+  const get = desc.get;
+  ObjectDefineProperty(InnerBody.prototype, "stream", {
+    ...desc,
+    get: ObjectGetOwnPropertyDescriptor({
+      get stream() {
+        const s = this.streamOrStatic;
+        if (!ObjectPrototypeIsPrototypeOf(ReadableStream.prototype, s) && !s.consumed) {
+          const body = s.body;
+          this.streamOrStatic = new ReadableStream({
+            __proto__: null,
+            type: "bytes",
+            pull(controller) {
+              const bytes = typeof body === "string" ? core.encode(body) : TypedArrayPrototypeSlice(body);
+              if (TypedArrayPrototypeGetByteLength(bytes) > 0) controller.enqueue(bytes);
+              controller.close();
+            },
+          }, { __proto__: null, highWaterMark: 0 });
+        }
+        return FunctionPrototypeCall(get, this);
+      },
+    }, "stream").get,
   });
 }
 
