@@ -128,6 +128,24 @@ pub struct CellDb {
   fresh_wal: bool,
 }
 
+/// BEGIN of the implicit transaction, on the connection alone so that a
+/// statement prepared from it may stay alive meanwhile (`sql_exec`).
+pub(crate) fn begin_implicit(
+  conn: &Connection,
+  internal: &AtomicBool,
+  fresh_wal: bool,
+) -> Result<(), StorageError> {
+  if fresh_wal {
+    // The first transaction writes the WAL header: no SQLite syncs
+    // (`fresh_wal`), and no checkpoint inside it without them.
+    let outer = internal.swap(true, Ordering::Relaxed);
+    let r = conn.execute_batch("PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0");
+    internal.store(outer, Ordering::Relaxed);
+    r.map_err(sqlite_error)?;
+  }
+  conn.execute_batch("BEGIN").map_err(sqlite_error)
+}
+
 impl CellDb {
   pub fn open(path: &Path) -> Result<CellDb, StorageError> {
     if let Some(dir) = path.parent() {
@@ -198,14 +216,7 @@ impl CellDb {
   /// Opens the implicit transaction if none is open; every write calls it.
   pub(crate) fn begin_write(&mut self) -> Result<(), StorageError> {
     if !self.in_txn {
-      if self.fresh_wal {
-        // The first transaction writes the WAL header: no SQLite syncs
-        // (`fresh_wal`), and no checkpoint inside it without them.
-        self
-          .pragmas("PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0")
-          .map_err(sqlite_error)?;
-      }
-      self.conn.execute_batch("BEGIN").map_err(sqlite_error)?;
+      begin_implicit(&self.conn, &self.internal, self.fresh_wal)?;
       self.in_txn = true;
     }
     Ok(())

@@ -74,24 +74,25 @@ impl CellDb {
     if sets_foreign_keys && self.in_txn && self.savepoints == 0 {
       self.commit()?;
     }
-    let readonly = {
-      let st = self.conn.prepare(sql).map_err(prepare_error)?;
-      // Empty or comment-only SQL prepares to no statement at all (it has
-      // no text to expand).
-      if st.expanded_sql().is_none() {
-        return Err(StorageError(NO_STATEMENT.into()));
-      }
-      if !is_last && st.parameter_count() > 0 {
-        return Err(StorageError(
-          "When executing multiple SQL statements in a single call, only the last statement can have parameters.".into(),
-        ));
-      }
-      st.readonly()
-    };
-    if !readonly && !sets_foreign_keys {
-      self.begin_write()?;
+    // Prepared once: the implicit transaction opens between preparing and
+    // stepping, which SQLite allows (a statement takes its locks when it
+    // first steps).
+    let mut st = self.conn.prepare(sql).map_err(prepare_error)?;
+    // Empty or comment-only SQL prepares to no statement at all (it has no
+    // text to expand).
+    if st.expanded_sql().is_none() {
+      return Err(StorageError(NO_STATEMENT.into()));
     }
-    let mut st = self.conn.prepare(sql).map_err(sqlite_error)?;
+    if !is_last && st.parameter_count() > 0 {
+      return Err(StorageError(
+        "When executing multiple SQL statements in a single call, only the last statement can have parameters.".into(),
+      ));
+    }
+    let readonly = st.readonly();
+    if !readonly && !sets_foreign_keys && !self.in_txn {
+      crate::begin_implicit(&self.conn, &self.internal, self.fresh_wal)?;
+      self.in_txn = true;
+    }
     if st.parameter_count() != bindings.len() {
       return Err(StorageError(
         "Wrong number of parameter bindings for SQL query.".into(),
