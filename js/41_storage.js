@@ -22,6 +22,7 @@ const {
   StringPrototypePadStart,
   StringPrototypeRepeat,
   PromiseResolve,
+  SafeFinalizationRegistry,
   SymbolIterator,
   TypeError,
 } = primordials;
@@ -37,6 +38,8 @@ const {
   op_kv_list,
   op_kv_delete_all,
   op_sql_exec,
+  op_sql_cursor_close,
+  op_sql_cursor_next,
   op_sql_database_size,
   op_txn_savepoint,
   op_txn_finish,
@@ -404,13 +407,17 @@ class SqlStorage {
     this.#cell = cell;
   }
   exec(query, ...bindings) {
-    const out = op_sql_exec(sqlHandle(this.#cell), `${query}`, bindings.map(binding));
-    return new SqlStorageCursor(KEY, out);
+    const h = sqlHandle(this.#cell);
+    const out = op_sql_exec(h, `${query}`, bindings.map(binding));
+    return new SqlStorageCursor(KEY, out, h);
   }
   get databaseSize() {
     return op_sql_database_size(sqlHandle(this.#cell));
   }
 }
+
+// A cursor dropped before its end closes its statement in SQLite.
+const openCursors = new SafeFinalizationRegistry(([h, id]) => op_sql_cursor_close(h, id));
 
 class SqlStorageCursor {
   #columns;
@@ -418,12 +425,17 @@ class SqlStorageCursor {
   #pos = 0;
   #read;
   #written;
-  constructor(key, out) {
+  #h;
+  #id;
+  constructor(key, out, h) {
     if (key !== KEY) throw new TypeError("Illegal constructor");
     this.#columns = out[0];
     this.#rows = out[1];
     this.#read = out[2];
     this.#written = out[3];
+    this.#h = h;
+    this.#id = out[4];
+    if (this.#id) openCursors.register(this, [h, this.#id], this);
   }
   get columnNames() {
     return this.#columns;
@@ -439,23 +451,45 @@ class SqlStorageCursor {
     for (let i = 0; i < this.#columns.length; i++) o[this.#columns[i]] = row[i];
     return o;
   }
+  // At least `n` rows not yet handed out, as far as the statement has them:
+  // a read's rows come from SQLite a batch at a time (op_sql_cursor_next).
+  #have(n) {
+    while (this.#rows.length - this.#pos < n && this.#id) {
+      const [rows, done] = op_sql_cursor_next(this.#h, this.#id);
+      if (this.#pos < this.#rows.length) {
+        // (one() looks one row ahead across a batch's end)
+        const kept = [];
+        for (let i = this.#pos; i < this.#rows.length; i++) kept[kept.length] = this.#rows[i];
+        for (let i = 0; i < rows.length; i++) kept[kept.length] = rows[i];
+        this.#rows = kept;
+      } else {
+        this.#rows = rows;
+      }
+      this.#pos = 0;
+      this.#read += rows.length;
+      if (done) {
+        openCursors.unregister(this);
+        this.#id = 0;
+      }
+    }
+    return this.#rows.length - this.#pos >= n;
+  }
   next() {
-    if (this.#pos >= this.#rows.length) return { done: true, value: undefined };
+    if (!this.#have(1)) return { done: true, value: undefined };
     return { done: false, value: this.#object(this.#rows[this.#pos++]) };
   }
   toArray() {
     const out = [];
-    while (this.#pos < this.#rows.length) out.push(this.#object(this.#rows[this.#pos++]));
+    while (this.#have(1)) out.push(this.#object(this.#rows[this.#pos++]));
     return out;
   }
   one() {
-    const rest = this.#rows.length - this.#pos;
-    if (rest === 0) throw new Error("Expected exactly one result from SQL query, but got no results.");
-    if (rest > 1) throw new Error("Expected exactly one result from SQL query, but got multiple results.");
+    if (!this.#have(1)) throw new Error("Expected exactly one result from SQL query, but got no results.");
+    if (this.#have(2)) throw new Error("Expected exactly one result from SQL query, but got multiple results.");
     return this.#object(this.#rows[this.#pos++]);
   }
   *raw() {
-    while (this.#pos < this.#rows.length) yield this.#rows[this.#pos++];
+    while (this.#have(1)) yield this.#rows[this.#pos++];
   }
   [SymbolIterator]() {
     return this;

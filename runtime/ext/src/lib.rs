@@ -75,6 +75,8 @@ deno_core::extension!(
     storage_ops::op_kv_list,
     storage_ops::op_kv_delete_all,
     storage_ops::op_sql_exec,
+    storage_ops::op_sql_cursor_next,
+    storage_ops::op_sql_cursor_close,
     storage_ops::op_sql_database_size,
     storage_ops::op_txn_savepoint,
     storage_ops::op_txn_finish,

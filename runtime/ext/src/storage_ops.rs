@@ -119,7 +119,9 @@ pub fn op_txn_finish(
   .map_err(err)
 }
 
-/// sql.exec(): returns `[columns, rows, rowsRead, rowsWritten]`.
+/// sql.exec(): returns `[columns, rows, rowsRead, rowsWritten, cursor]`;
+/// `cursor` (non-zero) names the rest of a read's rows, for
+/// `op_sql_cursor_next`.
 #[op2(reentrant)]
 pub fn op_sql_exec<'a>(
   scope: &mut v8::PinScope<'a, '_>,
@@ -153,7 +155,7 @@ pub fn op_sql_exec<'a>(
       SqlValue::Text(v.to_rust_string_lossy(scope))
     });
   }
-  let result = cells(state).db(h)?.sql_exec(sql, &args);
+  let result = cells(state).db(h)?.sql_exec_lazy(sql, &args);
   // A statement that opened the implicit transaction joins the commit.
   cells(state).note_write(h);
   let result = result.map_err(err)?;
@@ -162,8 +164,49 @@ pub fn op_sql_exec<'a>(
     .iter()
     .map(|c| v8::String::new(scope, c).unwrap().into())
     .collect();
-  let mut rows = Vec::with_capacity(result.rows.len());
-  for row in &result.rows {
+  let out = [
+    v8::Array::new_with_elements(scope, &columns).into(),
+    rows_to_v8(scope, &result.rows),
+    v8::Number::new(scope, result.rows_read as f64).into(),
+    v8::Number::new(scope, result.rows_written as f64).into(),
+    v8::Integer::new_from_unsigned(scope, result.cursor.unwrap_or(0)).into(),
+  ];
+  Ok(v8::Array::new_with_elements(scope, &out).into())
+}
+
+/// The next rows of a lazy cursor: `[rows, done]`.
+#[op2]
+pub fn op_sql_cursor_next<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  state: &mut OpState,
+  #[smi] h: u32,
+  #[smi] id: u32,
+) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
+  let (rows, done) = cells(state)
+    .db(h)?
+    .cursor_next(id, cellhost_storage::CURSOR_BATCH)
+    .map_err(err)?;
+  let out = [
+    rows_to_v8(scope, &rows),
+    v8::Boolean::new(scope, done).into(),
+  ];
+  Ok(v8::Array::new_with_elements(scope, &out).into())
+}
+
+/// A cursor JavaScript dropped before its end (its statement is finalized).
+#[op2(fast)]
+pub fn op_sql_cursor_close(state: &mut OpState, #[smi] h: u32, #[smi] id: u32) {
+  if let Ok(db) = cells(state).db(h) {
+    db.cursor_close(id);
+  }
+}
+
+fn rows_to_v8<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  rows: &[Vec<SqlValue>],
+) -> v8::Local<'a, v8::Value> {
+  let mut out = Vec::with_capacity(rows.len());
+  for row in rows {
     let cells: Vec<v8::Local<v8::Value>> = row
       .iter()
       .map(|v| match v {
@@ -176,13 +219,7 @@ pub fn op_sql_exec<'a>(
         }
       })
       .collect();
-    rows.push(v8::Array::new_with_elements(scope, &cells).into());
+    out.push(v8::Array::new_with_elements(scope, &cells).into());
   }
-  let out = [
-    v8::Array::new_with_elements(scope, &columns).into(),
-    v8::Array::new_with_elements(scope, &rows).into(),
-    v8::Number::new(scope, result.rows_read as f64).into(),
-    v8::Number::new(scope, result.rows_written as f64).into(),
-  ];
-  Ok(v8::Array::new_with_elements(scope, &out).into())
+  v8::Array::new_with_elements(scope, &out).into()
 }

@@ -84,6 +84,8 @@ impl CellDb {
 
   fn fold(&mut self, mode: &str) -> Result<(), StorageError> {
     self.not_in_txn("a checkpoint")?;
+    // An open read statement would hold the checkpoint off.
+    self.drain_cursors();
     let busy: i64 = self.internal(|db| {
       db.conn
         .query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| r.get(0))

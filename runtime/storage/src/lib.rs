@@ -6,6 +6,7 @@
 mod alarm;
 mod auth;
 mod capture;
+mod cursor;
 mod file;
 mod kv;
 mod metadata;
@@ -22,7 +23,7 @@ pub use capture::{Captured, WalPosition};
 pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow, set_alarm};
 pub use file::lock_data_dir;
 pub use kv::ListOptions;
-pub use sql::{SqlResult, SqlValue};
+pub use sql::{CURSOR_BATCH, SqlResult, SqlValue};
 pub use wake::{WakeDb, WakeEntry};
 
 /// A failed storage operation; the message is what JavaScript sees.
@@ -109,6 +110,9 @@ fn code_name(primary: i32) -> &'static str {
 
 /// One cell's database.
 pub struct CellDb {
+  /// Lazy `sql.exec()` cursors by id. Declared before `conn`: their
+  /// statements are finalized before the connection closes.
+  cursors: std::collections::BTreeMap<u32, cursor::Cursor>,
   conn: Connection,
   path: PathBuf,
   /// An implicit transaction is open (a write happened this turn).
@@ -171,6 +175,7 @@ impl CellDb {
       .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_COMPOUND_SELECT, 5)
       .map_err(sqlite_error)?;
     let mut db = CellDb {
+      cursors: Default::default(),
       conn,
       path: path.to_path_buf(),
       in_txn: false,
@@ -266,6 +271,9 @@ impl CellDb {
   /// Drops the uncommitted writes (the object is being reset).
   pub fn rollback(&mut self) {
     if self.in_txn {
+      // What open cursors read so far stays theirs, as it was when every
+      // cursor was read whole at once.
+      self.drain_cursors();
       let _ = self.conn.execute_batch("ROLLBACK");
       self.in_txn = false;
       self.savepoints = 0;
@@ -304,6 +312,8 @@ impl CellDb {
   }
 
   pub fn rollback_to(&mut self, depth: u32) -> Result<(), StorageError> {
+    // Open cursors keep the rows of the state they were opened on.
+    self.drain_cursors();
     self
       .conn
       .execute_batch(&format!(
@@ -321,6 +331,7 @@ impl CellDb {
   }
 
   fn delete_all_inner(&mut self) -> Result<(), StorageError> {
+    self.drain_cursors();
     self.rollback();
     self.begin_write()?;
     let objects: Vec<(String, String)> = {

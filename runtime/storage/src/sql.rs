@@ -2,8 +2,9 @@
 //! mapping (numbers bind as REAL, integers come back as doubles, BLOBs as
 //! bytes) and its refusals (transaction statements, `_cf_` names).
 
-use rusqlite::types::{Value, ValueRef};
+use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::cursor::{Cursor, Step, Stmt};
 use crate::{CellDb, StorageError, sqlite_error};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -20,13 +21,39 @@ pub struct SqlResult {
   pub rows: Vec<Vec<SqlValue>>,
   pub rows_read: u64,
   pub rows_written: u64,
+  /// A lazy read left open with more rows to give (`cursor_next`).
+  pub cursor: Option<u32>,
 }
+
+/// Rows a lazy cursor hands out per call: a scan holds at most this many in
+/// memory at once.
+pub const CURSOR_BATCH: usize = 256;
 
 const TXN_MESSAGE: &str = "To execute a transaction, please use the state.storage.transaction() or state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT statements. The JavaScript API is safer because it will automatically roll back on exceptions, and because it interacts correctly with Durable Objects' automatic atomic write coalescing.";
 
 impl CellDb {
-  /// Runs every statement in `sql`; the result holds the last one's rows.
+  /// Runs every statement in `sql`; the result holds the last one's rows,
+  /// all of them.
   pub fn sql_exec(&mut self, sql: &str, bindings: &[SqlValue]) -> Result<SqlResult, StorageError> {
+    self.sql_exec_with(sql, bindings, false)
+  }
+
+  /// `sql_exec`, but when the last statement only reads, its rows beyond
+  /// the first `CURSOR_BATCH` stay in SQLite behind `SqlResult::cursor`.
+  pub fn sql_exec_lazy(
+    &mut self,
+    sql: &str,
+    bindings: &[SqlValue],
+  ) -> Result<SqlResult, StorageError> {
+    self.sql_exec_with(sql, bindings, true)
+  }
+
+  fn sql_exec_with(
+    &mut self,
+    sql: &str,
+    bindings: &[SqlValue],
+    lazy: bool,
+  ) -> Result<SqlResult, StorageError> {
     let mut rest = sql;
     loop {
       // One statement at a time (through its `;`), as SQLite's prepare-tail
@@ -37,52 +64,97 @@ impl CellDb {
       rest = tail;
       let is_last = rest.trim().is_empty();
       if is_last {
-        return self.exec_one(stmt, bindings, true);
+        return self.exec_one(stmt, bindings, true, lazy);
       }
-      self.exec_one(stmt, &[], false)?;
+      self.exec_one(stmt, &[], false, false)?;
     }
   }
 
+  /// The next rows of an open cursor; `true` once it has no more (it is
+  /// then closed).
+  pub fn cursor_next(
+    &mut self,
+    id: u32,
+    max: usize,
+  ) -> Result<(Vec<Vec<SqlValue>>, bool), StorageError> {
+    let Some(c) = self.cursors.get_mut(&id) else {
+      return Ok((Vec::new(), true));
+    };
+    let r = c.take(max);
+    if !matches!(r, Ok((_, false))) {
+      self.cursors.remove(&id);
+    }
+    r
+  }
+
+  /// Closes a cursor JavaScript no longer holds.
+  pub fn cursor_close(&mut self, id: u32) {
+    self.cursors.remove(&id);
+  }
+
+  /// Open cursors read out into memory and their statements finalized
+  /// (see `cursor`): before a checkpoint, a deleteAll or a rollback.
+  pub(crate) fn drain_cursors(&mut self) {
+    for c in self.cursors.values_mut() {
+      c.drain();
+    }
+  }
+
+  /// One statement. A schema change of a table an open cursor still reads
+  /// fails with SQLite's "database table is locked", as on workerd, whose
+  /// cursors are lazy too.
   fn exec_one(
     &mut self,
     sql: &str,
     bindings: &[SqlValue],
     is_last: bool,
+    lazy: bool,
   ) -> Result<SqlResult, StorageError> {
     const NO_STATEMENT: &str = "SQL code did not contain a statement.";
-    let head = sql.trim_start().to_ascii_uppercase();
+    let head = sql
+      .trim_start()
+      .get(..24)
+      .unwrap_or(sql.trim_start())
+      .to_ascii_uppercase();
     if ["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"]
       .iter()
       .any(|k| head.starts_with(k))
     {
       return Err(StorageError(TXN_MESSAGE.into()));
     }
-    let prepare_error = |e: rusqlite::Error| match e {
-      rusqlite::Error::SqlInputError { .. } | rusqlite::Error::SqliteFailure(..) => sqlite_error(e),
-      // "SQL is empty or comment only"
-      _ => StorageError(NO_STATEMENT.into()),
-    };
     // SQLite ignores `PRAGMA foreign_keys` inside a transaction; workerd's
     // implicit transaction has already committed by the time a later step
     // of the same turn runs it (blockConcurrencyWhile's callback), so it
     // applies there. Commit the implicit transaction first (the cell stays
     // dirty: the end-of-turn round still makes it durable before replies).
     let sets_foreign_keys = {
+      let head = sql
+        .trim_start()
+        .get(..64)
+        .unwrap_or(sql.trim_start())
+        .to_ascii_uppercase();
       let compact: String = head.split_whitespace().collect::<Vec<_>>().join(" ");
       compact.starts_with("PRAGMA FOREIGN_KEYS") && (compact.contains('=') || compact.contains('('))
     };
     if sets_foreign_keys && self.in_txn && self.savepoints == 0 {
       self.commit()?;
     }
-    // Prepared once: the implicit transaction opens between preparing and
-    // stepping, which SQLite allows (a statement takes its locks when it
-    // first steps).
-    let mut st = self.conn.prepare(sql).map_err(prepare_error)?;
-    // Empty or comment-only SQL prepares to no statement at all (it has no
-    // text to expand).
-    if st.expanded_sql().is_none() {
-      return Err(StorageError(NO_STATEMENT.into()));
-    }
+    // SAFETY: the connection outlives the statement: cursors are dropped
+    // before it (`CellDb`'s field order) and all others within this call.
+    let prepared = unsafe { Stmt::prepare(self.conn.handle(), sql) };
+    let mut st = match prepared {
+      Ok(Some(st)) => st,
+      // Empty or comment-only SQL has no statement at all.
+      Ok(None) => return Err(StorageError(NO_STATEMENT.into())),
+      // rusqlite words the error (with the offset SQLite points at).
+      Err(rc) => {
+        let e = match self.conn.prepare(sql) {
+          Err(e) => sqlite_error(e),
+          Ok(_) => StorageError(format!("preparing the statement failed (SQLite code {rc})")),
+        };
+        return Err(e);
+      }
+    };
     if !is_last && st.parameter_count() > 0 {
       return Err(StorageError(
         "When executing multiple SQL statements in a single call, only the last statement can have parameters.".into(),
@@ -98,36 +170,37 @@ impl CellDb {
         "Wrong number of parameter bindings for SQL query.".into(),
       ));
     }
-    for (i, b) in bindings.iter().enumerate() {
-      let v = match b {
-        SqlValue::Null => Value::Null,
-        SqlValue::Number(n) => Value::Real(*n),
-        SqlValue::Text(s) => Value::Text(s.clone()),
-        SqlValue::Blob(b) => Value::Blob(b.clone()),
-      };
-      st.raw_bind_parameter(i + 1, v).map_err(sqlite_error)?;
-    }
-    let columns: Vec<String> = st.column_names().map(String::from).collect();
-    let n = columns.len();
+    st.bind(bindings)?;
+    let columns = st.columns();
     let changes_before = self.conn.total_changes();
     let mut rows = Vec::new();
-    {
-      let mut it = st.raw_query();
-      while let Some(row) = it.next().map_err(sqlite_error)? {
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-          out.push(match row.get_ref(i).map_err(sqlite_error)? {
-            ValueRef::Null => SqlValue::Null,
-            ValueRef::Integer(i) => SqlValue::Number(i as f64),
-            ValueRef::Real(f) => SqlValue::Number(f),
-            ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
-            ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
-          });
+    // A write runs to its end now (its changes join this turn's commit); a
+    // read gives its first batch, and the rest on demand.
+    let batch = if lazy && readonly {
+      CURSOR_BATCH
+    } else {
+      usize::MAX
+    };
+    let mut finished = false;
+    while rows.len() < batch {
+      match st.step()? {
+        Step::Row(r) => rows.push(r),
+        Step::Done => {
+          finished = true;
+          break;
         }
-        rows.push(out);
       }
     }
-    drop(st);
+    let cursor = if finished {
+      None
+    } else {
+      // Ids are unique in the process: a stale cursor of a reset object
+      // cannot reach a new one's rows.
+      static NEXT: AtomicU32 = AtomicU32::new(1);
+      let id = NEXT.fetch_add(1, Ordering::Relaxed).max(1);
+      self.cursors.insert(id, Cursor::new(st));
+      Some(id)
+    };
     let rows_written = if readonly {
       0
     } else {
@@ -139,6 +212,7 @@ impl CellDb {
       rows,
       rows_read,
       rows_written,
+      cursor,
     })
   }
 }
