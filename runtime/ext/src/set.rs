@@ -11,7 +11,7 @@ use deno_core::{Extension, OpState};
 pub fn extensions() -> Vec<Extension> {
   vec![
     deno_webidl::deno_webidl::init(),
-    deno_web::deno_web::lazy_init(),
+    url_by_ada(deno_web::deno_web::lazy_init()),
     deno_fetch::deno_fetch::lazy_init(),
     deno_crypto::deno_crypto::lazy_init(),
     cellhost_crypto::cellhost_crypto::init(),
@@ -52,6 +52,12 @@ pub fn runtime_args() -> Vec<deno_core::ExtensionArguments> {
     deno_crypto::deno_crypto::args(None),
     deno_net::deno_net::args(None, None),
   ]
+}
+
+/// deno_web with its URL parsing done by ada (`cellhost_url`).
+fn url_by_ada(mut ext: Extension) -> Extension {
+  ext.middleware_fn = Some(Box::new(cellhost_url::ada_ops));
+  ext
 }
 
 /// Ops of deno_net a Worker must never have: listeners of every kind, UDP,
