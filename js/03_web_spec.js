@@ -12,11 +12,10 @@ const {
   ObjectGetOwnPropertyDescriptor,
   ObjectPrototypeIsPrototypeOf,
   ReflectApply,
-  StringPrototypeStartsWith,
   TypedArrayPrototypeGetByteLength,
   TypedArrayPrototypeSlice,
 } = primordials;
-const { DOMException, URL, ReadableStream, MessagePort } = globalThis;
+const { URL, ReadableStream, MessagePort } = globalThis;
 const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");
 
 // A blob: URL's origin is its inner URL's only when that is http(s) (the
@@ -115,25 +114,19 @@ const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");
   }.structuredClone;
 }
 
-// A MessagePort cannot carry transferred ArrayBuffers here; say so instead
-// of the serializer's internal words.
+// A MessagePort carries copies only: a transfer list is refused with
+// workerd's error (deno_web would fail in its serializer, with internal
+// words).
 {
-  const post = MessagePort.prototype.postMessage;
+  const desc = ObjectGetOwnPropertyDescriptor(MessagePort.prototype, "postMessage");
+  const post = desc.value;
   ObjectDefineProperty(MessagePort.prototype, "postMessage", {
-    ...ObjectGetOwnPropertyDescriptor(MessagePort.prototype, "postMessage"),
+    ...desc,
     value: {
-      postMessage(_message, _transferOrOptions) {
-        try {
-          return ReflectApply(post, this, arguments);
-        } catch (e) {
-          if (typeof e?.message === "string" && StringPrototypeStartsWith(e.message, "serde_v8 error")) {
-            throw new DOMException(
-              "MessagePort.postMessage() cannot transfer ArrayBuffers; send a copy instead.",
-              "DataCloneError",
-            );
-          }
-          throw e;
-        }
+      postMessage(_message, transferOrOptions) {
+        const list = ArrayIsArray(transferOrOptions) ? transferOrOptions : transferOrOptions?.transfer;
+        if (list != null && list.length > 0) throw new Error("Transfer list is not supported");
+        return ReflectApply(post, this, arguments);
       },
     }.postMessage,
   });
