@@ -63,6 +63,16 @@ impl Stmt {
     Ok(NonNull::new(raw).map(|raw| Stmt { raw, db }))
   }
 
+  /// Back to its start with no bindings, to run again.
+  pub(crate) fn reset(&mut self) {
+    // SAFETY: a live statement. reset's code repeats the last step's
+    // error, already reported.
+    unsafe {
+      ffi::sqlite3_reset(self.raw());
+      ffi::sqlite3_clear_bindings(self.raw());
+    }
+  }
+
   fn raw(&self) -> *mut ffi::sqlite3_stmt {
     self.raw.as_ptr()
   }
@@ -189,6 +199,39 @@ impl Stmt {
       rc
     };
     crate::sqlite_error(rusqlite::Error::SqliteFailure(ffi::Error::new(code), msg))
+  }
+}
+
+/// The last few user statements that ran to their end, reset, by their SQL
+/// text: a Durable Object runs the same few statements over and over, and
+/// parsing, authorizing and planning one costs more than running it.
+/// Statements that change the schema are not kept (they rarely repeat).
+#[derive(Default)]
+pub(crate) struct StmtCache(Vec<(String, Stmt)>);
+
+/// Statements kept per object: enough for a hot path's handful, small next
+/// to a page cache when thousands of objects are open.
+const CACHED: usize = 4;
+
+impl StmtCache {
+  pub(crate) fn take(&mut self, sql: &str) -> Option<Stmt> {
+    let i = self.0.iter().position(|(k, _)| k == sql)?;
+    Some(self.0.remove(i).1)
+  }
+
+  pub(crate) fn put(&mut self, sql: &str, mut st: Stmt) {
+    let head = sql.get(..8).unwrap_or(sql).to_ascii_uppercase();
+    if ["CREATE", "DROP", "ALTER"]
+      .iter()
+      .any(|k| head.starts_with(k))
+    {
+      return;
+    }
+    st.reset();
+    if self.0.len() >= CACHED {
+      self.0.remove(0);
+    }
+    self.0.push((sql.to_owned(), st));
   }
 }
 
@@ -372,5 +415,35 @@ mod tests {
     let id = r.cursor.unwrap();
     db.delete_all().unwrap();
     assert_eq!(read_all(&mut db, r.rows, id).unwrap().len(), 1000);
+  }
+
+  #[test]
+  fn cached_statements_run_again_with_new_bindings_and_follow_schema_and_pragmas() {
+    let mut db = db("cache");
+    let q = "SELECT * FROM t WHERE id = ?";
+    for n in [3.0, 7.0] {
+      let r = db.sql_exec(q, &[SqlValue::Number(n)]).unwrap();
+      assert_eq!(ids(&r.rows), vec![n]);
+    }
+    let kept = db.stmt_cache.0.iter().filter(|(k, _)| k == q).count();
+    assert_eq!(kept, 1, "one statement, kept once");
+    // A schema change: the kept statement is prepared again by SQLite.
+    db.sql_exec("ALTER TABLE t ADD COLUMN v TEXT DEFAULT 'x'", &[])
+      .unwrap();
+    let r = db.sql_exec(q, &[SqlValue::Number(3.0)]).unwrap();
+    assert_eq!(r.columns, vec!["id", "v"]);
+    // A pragma that changes generated code (foreign keys) expires it too.
+    db.sql_exec("CREATE TABLE p (id INTEGER PRIMARY KEY)", &[])
+      .unwrap();
+    db.sql_exec("CREATE TABLE c (p INTEGER REFERENCES p(id))", &[])
+      .unwrap();
+    db.commit().unwrap();
+    let ins = "INSERT INTO c VALUES (?)";
+    db.sql_exec("PRAGMA foreign_keys = ON", &[]).unwrap();
+    let e = db.sql_exec(ins, &[SqlValue::Number(1.0)]).unwrap_err();
+    assert!(e.0.contains("FOREIGN KEY"), "{e}");
+    db.rollback();
+    db.sql_exec("PRAGMA foreign_keys = OFF", &[]).unwrap();
+    db.sql_exec(ins, &[SqlValue::Number(1.0)]).unwrap();
   }
 }

@@ -113,6 +113,9 @@ pub struct CellDb {
   /// Lazy `sql.exec()` cursors by id. Declared before `conn`: their
   /// statements are finalized before the connection closes.
   cursors: std::collections::BTreeMap<u32, cursor::Cursor>,
+  /// Reset user statements kept to run again (`cursor::StmtCache`); also
+  /// before `conn`.
+  stmt_cache: cursor::StmtCache,
   conn: Connection,
   path: PathBuf,
   /// An implicit transaction is open (a write happened this turn).
@@ -176,6 +179,7 @@ impl CellDb {
       .map_err(sqlite_error)?;
     let mut db = CellDb {
       cursors: Default::default(),
+      stmt_cache: Default::default(),
       conn,
       path: path.to_path_buf(),
       in_txn: false,

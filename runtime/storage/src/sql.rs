@@ -139,9 +139,13 @@ impl CellDb {
     if sets_foreign_keys && self.in_txn && self.savepoints == 0 {
       self.commit()?;
     }
-    // SAFETY: the connection outlives the statement: cursors are dropped
-    // before it (`CellDb`'s field order) and all others within this call.
-    let prepared = unsafe { Stmt::prepare(self.conn.handle(), sql) };
+    // SAFETY: the connection outlives the statement: cursors and cached
+    // statements are dropped before it (`CellDb`'s field order), all others
+    // within this call.
+    let prepared = match self.stmt_cache.take(sql) {
+      Some(st) => Ok(Some(st)),
+      None => unsafe { Stmt::prepare(self.conn.handle(), sql) },
+    };
     let mut st = match prepared {
       Ok(Some(st)) => st,
       // Empty or comment-only SQL has no statement at all.
@@ -171,7 +175,6 @@ impl CellDb {
       ));
     }
     st.bind(bindings)?;
-    let columns = st.columns();
     let changes_before = self.conn.total_changes();
     let mut rows = Vec::new();
     // A write runs to its end now (its changes join this turn's commit); a
@@ -191,7 +194,11 @@ impl CellDb {
         }
       }
     }
+    // Named after stepping: a kept statement that SQLite prepared again
+    // for a changed schema (`SELECT *` after ALTER TABLE) has new columns.
+    let columns = st.columns();
     let cursor = if finished {
+      self.stmt_cache.put(sql, st);
       None
     } else {
       // Ids are unique in the process: a stale cursor of a reset object
