@@ -406,9 +406,14 @@ impl Lab {
         // landed later (held by a partition, or still in flight at the
         // deadline) could not have been known to the node. The fence time
         // is the SELF-FENCE line's; the exit is noticed late.
+        // A record whose write answered ambiguously (it landed, but the
+        // node was told it may not have) counts only once the node's
+        // read-back confirmed it.
         let fence_ms = fence_time_ms(&log).unwrap_or(now_us() / 1000);
+        let unknown = unconfirmed_leases(&log);
         let newest = self.shared.lease_seen.lock().unwrap()[i]
           .iter()
+          .filter(|&(e, _)| !unknown.contains(e))
           .filter(|&(_, &seen)| seen + FENCE_SLACK_MS <= fence_ms)
           .map(|(&e, _)| e)
           .max();
@@ -667,6 +672,24 @@ impl Lab {
 
 /// When a node logged its SELF-FENCE line (UTC, ms since the epoch), read
 /// from the log's RFC 3339 timestamp (`2026-12-01T21:43:56.054309Z`).
+/// The deadlines a node wrote ambiguously and never confirmed (by its log).
+fn unconfirmed_leases(log: &str) -> Vec<u64> {
+  let expires = |l: &str| {
+    let rest = &l[l.find("(expires_ms ")? + 12..];
+    rest[..rest.find(')')?].parse::<u64>().ok()
+  };
+  let mut out = Vec::new();
+  for l in log.lines() {
+    if l.contains("lease write may not have happened") {
+      out.extend(expires(l));
+    } else if l.contains("lease write confirmed by reading it back") {
+      let e = expires(l);
+      out.retain(|&x| Some(x) != e);
+    }
+  }
+  out
+}
+
 fn fence_time_ms(log: &str) -> Option<u64> {
   log
     .lines()
@@ -699,6 +722,14 @@ fn fence_times_are_read_from_the_log() {
   let log = "x\n\u{1b}[2m2026-12-01T21:43:56.054309Z\u{1b}[0m ERROR SELF-FENCE: node_lease_watchdog_fence\n";
   assert_eq!(fence_time_ms(log), Some(1_796_161_436_054));
   assert_eq!(fence_time_ms("SELF-FENCE: no time\n"), None);
+}
+
+#[test]
+fn ambiguous_lease_writes_count_once_confirmed() {
+  let log = "WARN node n3: lease write may not have happened (expires_ms 7): fsync; reading it back\n\
+             WARN node n3: lease write may not have happened (expires_ms 9): fsync; reading it back\n\
+             INFO node n3: lease write confirmed by reading it back (expires_ms 7)\n";
+  assert_eq!(unconfirmed_leases(log), vec![9]);
 }
 
 fn tail(log: &str, n: usize) -> String {

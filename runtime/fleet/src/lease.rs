@@ -84,7 +84,18 @@ pub fn spawn(
     let (mut k, mut step) = LeaseKeeper::start(cfg, &node, &address, 1);
     k.set_jitter_seed(crate::jitter_seed());
     let mut first = Some(tx);
+    // Deadlines written by ambiguous writes, until a read-back adopts them.
+    let mut unconfirmed: Vec<u64> = Vec::new();
     loop {
+      if let Some(h) = k.held()
+        && let Some(i) = unconfirmed.iter().position(|&e| e == h.expires_ms)
+      {
+        unconfirmed.drain(..=i);
+        tracing::info!(
+          "node {node}: lease write confirmed by reading it back (expires_ms {})",
+          h.expires_ms
+        );
+      }
       state.deadline_ms.store(k.deadline_ms(), Ordering::SeqCst);
       state.held.store(k.held().is_some(), Ordering::SeqCst);
       if k.held().is_some()
@@ -113,7 +124,10 @@ pub fn spawn(
         }
         LeaseStep::Create(lease) => {
           let w = bucket.create(&key, lease_json(&lease)).await;
-          match write_answer(&mut k, &node, w) {
+          if matches!(w, WriteOutcome::Ambiguous(_)) {
+            unconfirmed.push(lease.expires_ms);
+          }
+          match write_answer(&mut k, &node, lease.expires_ms, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
               fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
@@ -123,7 +137,10 @@ pub fn spawn(
         }
         LeaseStep::Cas { lease, token } => {
           let w = bucket.cas(&key, lease_json(&lease), &version(&token)).await;
-          match write_answer(&mut k, &node, w) {
+          if matches!(w, WriteOutcome::Ambiguous(_)) {
+            unconfirmed.push(lease.expires_ms);
+          }
+          match write_answer(&mut k, &node, lease.expires_ms, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
               fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
@@ -157,15 +174,19 @@ pub fn spawn(
 
 /// The keeper's answer to a lease write; a store failure is logged (the
 /// keeper retries it), and an ambiguous one's words go to the keeper for
-/// the fence line.
+/// the fence line. The ambiguous line names the deadline written: until a
+/// read confirms it the node cannot count on it (the fault lab reads it).
 fn write_answer(
   k: &mut LeaseKeeper,
   node: &str,
+  expires_ms: u64,
   w: WriteOutcome,
 ) -> Result<cellhost_logic::WriteAnswer, String> {
   match &w {
     WriteOutcome::Ambiguous(m) => {
-      tracing::warn!("node {node}: lease write may not have happened: {m}; reading it back");
+      tracing::warn!(
+        "node {node}: lease write may not have happened (expires_ms {expires_ms}): {m}; reading it back"
+      );
       k.note(m);
     }
     WriteOutcome::Failed(m) => tracing::warn!("node {node}: lease write failed: {m}; retrying"),
