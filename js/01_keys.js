@@ -11,3 +11,6 @@ export const kState = Symbol("ws state");
 // On an error: the fleet node that owns the Durable Object this node was
 // refused (a refusal safe to retry there; the edge answers 503).
 export const kOwner = Symbol("owner node");
+// On an error: the owner a forwarded call could not get an answer from (the
+// call may have run there; the edge answers 503 without claiming a refusal).
+export const kUnreachable = Symbol("unreachable owner");

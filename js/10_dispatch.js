@@ -21,7 +21,7 @@ import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell
 import "ext:cellhost/42_facets.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
-import { kOwner } from "ext:cellhost/01_keys.js";
+import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
@@ -394,15 +394,21 @@ async function runQueue(job) {
 }
 
 // An uncaught refusal by a fleet node that does not own the Durable
-// Object: nothing happened, so the client may retry (at the owner, once
-// forwarding exists); 503 says so, unlike the 500 of an unknown outcome.
+// Object: nothing happened, so the client may retry; 503 says so, unlike
+// the 500 of an unknown outcome. A forwarded call whose owner could not
+// answer may have run there: 503 too (retry later), naming the owner in
+// another header, so that nobody reads it as "nothing happened".
 function refusedElsewhere(id, e) {
-  const owner = e !== null && typeof e === "object" ? e[kOwner] : undefined;
-  if (typeof owner !== "string") return false;
+  const isObj = e !== null && typeof e === "object";
+  const owner = isObj ? e[kOwner] : undefined;
+  const unreachable = isObj ? e[kUnreachable] : undefined;
+  if (typeof owner !== "string" && typeof unreachable !== "string") return false;
   const headers = [
     ["content-type", "text/plain;charset=UTF-8"],
     ["retry-after", "1"],
-    ["x-cellhost-owner", owner],
+    typeof owner === "string"
+      ? ["x-cellhost-owner", owner]
+      : ["x-cellhost-unreachable-owner", unreachable],
   ];
   op_cellhost_respond_text(id, 503, headers, `${e.message}\n`);
   return true;

@@ -4,7 +4,7 @@
 import { core, primordials } from "ext:core/mod.js";
 import { RpcTarget } from "ext:cellhost/20_workers_module.js";
 import { socketFromRid } from "ext:cellhost/50_websocket.js";
-import { KEY, kOwner } from "ext:cellhost/01_keys.js";
+import { KEY, kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { spendSubrequest } from "ext:cellhost/06_budget.js";
 import { internal } from "ext:cellhost/00_globals.js";
 import { refusedSocket } from "ext:cellhost_sockets/sockets.js";
@@ -141,6 +141,11 @@ export function errorJson(e, extra) {
       info.retryable = true;
       info.overloaded = false;
     }
+    if (e[kUnreachable] !== undefined) {
+      info.unreachableOwner = e[kUnreachable];
+      info.retryable = true;
+      info.overloaded = false;
+    }
   }
   return JSONStringify({ ...info, ...extra });
 }
@@ -178,6 +183,11 @@ export function remoteError(json) {
     e.overloaded = false;
     e[kOwner] = info.owner;
   }
+  if (info.unreachableOwner !== undefined) {
+    e.retryable = true;
+    e.overloaded = false;
+    e[kUnreachable] = info.unreachableOwner;
+  }
   if (info.brokenStub) brokenStubErrors.add(e);
   return e;
 }
@@ -211,18 +221,34 @@ export function setIsolate(index) {
   selfIsolate = index;
 }
 
-/** `encode(v)` for the answer of object `owner` (a Cell). */
-export function encodeFor(owner, v) {
+// The fleet node a forwarded call came from, while its arguments are
+// decoded or its answer encoded: a stub names an isolate of one process,
+// so stubs and RpcTargets cannot cross nodes; they fail by name.
+let crossNode;
+
+function crossNodeError() {
+  return new DOMException(
+    `An RPC stub or RpcTarget cannot be passed between cellhost fleet nodes (this call was forwarded from node ${crossNode} to the object's owner); pass structured-clone values, or call the object from a Worker on its owner`,
+    "DataCloneError",
+  );
+}
+
+/** `encode(v)` for the answer of object `owner` (a Cell); `from`: the node
+ * a forwarded call came from. */
+export function encodeFor(owner, v, from = undefined) {
   const before = exportOwner;
   exportOwner = owner;
+  crossNode = from ?? undefined;
   try {
     return encode(v);
   } finally {
     exportOwner = before;
+    crossNode = undefined;
   }
 }
 
 function exportValue(v) {
+  if (crossNode !== undefined) throw crossNodeError();
   const id = nextExport++;
   exportsTable.set(id, { value: v, owner: exportOwner });
   return { [STUB_KEY]: [selfIsolate, id, typeof v === "function" ? "f" : "t"] };
@@ -259,6 +285,7 @@ export function decode(v, depth = 0, made = undefined) {
   if (plain(v)) {
     const m = v[STUB_KEY];
     if (m !== undefined) {
+      if (crossNode !== undefined) throw crossNodeError();
       const stub = importStub(m);
       made?.push(stub);
       return stub;
@@ -272,9 +299,14 @@ export function decode(v, depth = 0, made = undefined) {
 
 // A call's parameters: the stubs among them are the callee's only for the
 // call (workerd disposes them when it ends; dup() keeps one).
-export function decodeParams(v) {
+export function decodeParams(v, from = undefined) {
   const made = [];
-  return { value: decode(v, 0, made), made };
+  crossNode = from ?? undefined;
+  try {
+    return { value: decode(v, 0, made), made };
+  } finally {
+    crossNode = undefined;
+  }
 }
 
 export function releaseParams(made) {

@@ -451,7 +451,8 @@ export class Cell {
         job.resolve(res);
       } else {
         const { 0: kind, 1: args } = core.deserialize(job.args);
-        const { value: params, made } = decodeParams(args);
+        const from = job.actor?.remote;
+        const { value: params, made } = decodeParams(args, from);
         let value;
         try {
           value = await this.invoke(kind, job.method, params);
@@ -461,7 +462,7 @@ export class Cell {
         if (this.broken !== null) throw this.broken;
         let bytes;
         try {
-          bytes = core.serialize(encodeFor(this, value));
+          bytes = core.serialize(encodeFor(this, value, from));
         } catch (e) {
           throw new DOMException(e?.message ?? `${e}`, "DataCloneError");
         }

@@ -385,6 +385,7 @@ fn spec(
       durable_objects,
       data_dir,
       fleet: None,
+      forward: None,
       pitr_days: 30.0,
       eval_during_startup: true,
       rules: Default::default(),

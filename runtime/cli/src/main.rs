@@ -35,7 +35,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
   /// Serve a Worker: a .js module entry, or a directory with wrangler.toml / wrangler.jsonc.
-  Run(RunArgs),
+  Run(Box<RunArgs>),
   /// Test a bucket: conditional create, reject-create, update, reject-stale, ranged read.
   Diagnose(DiagnoseArgs),
   /// D1 databases: `cellhost d1 migrations apply NAME`.
@@ -104,6 +104,14 @@ struct RunArgs {
   /// This node's name in the fleet (its lease is nodes/NAME.json).
   #[arg(long, requires = "bucket")]
   node: Option<String>,
+  /// Where this fleet node takes calls forwarded by other nodes for the
+  /// cells it owns (HTTP/2, fleet secret required). Port 0 picks one.
+  #[arg(long, default_value = "127.0.0.1:0", requires = "bucket")]
+  internal_listen: std::net::SocketAddr,
+  /// The address other nodes reach the internal listener at (kept in the
+  /// node lease); default: the address it is bound to.
+  #[arg(long, requires = "bucket")]
+  advertise: Option<String>,
   /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed);
   /// also used by `--r2` buckets on s3://.
   #[arg(long)]
@@ -183,7 +191,7 @@ fn main() {
     LogFormat::Json => log.json().init(),
   }
   let result = match cli.command {
-    Command::Run(args) => run(args),
+    Command::Run(args) => run(*args),
     Command::Diagnose(args) => diagnose(args),
     Command::D1 {
       command: D1Command::Migrations {
@@ -268,6 +276,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     anyhow::bail!("several Workers in one process are not supported in bucket mode yet");
   }
   let mut fleet_bucket = None;
+  let mut internal_peer = None;
   let fleet = match (&args.bucket, &args.node) {
     (Some(_), Some(_)) if worker.spec.assets.is_some() => {
       anyhow::bail!(
@@ -306,19 +315,30 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         ttl_ms: args.lease_ttl_ms,
         margin_ms: args.lease_ttl_ms / 5,
       };
-      let fleet = cellhost_fleet::Fleet::start(
-        bucket,
-        node,
-        &args.listen.to_string(),
-        cfg,
-        args.wake_poll_ms,
-      )
-      .map_err(anyhow::Error::msg)?;
+      let internal = std::net::TcpListener::bind(args.internal_listen).map_err(|e| {
+        anyhow::anyhow!(
+          "cannot listen on {} (--internal-listen): {e}",
+          args.internal_listen
+        )
+      })?;
+      let address = match &args.advertise {
+        Some(a) => a.clone(),
+        None => internal.local_addr()?.to_string(),
+      };
+      let fleet = cellhost_fleet::Fleet::start(bucket, node, &address, cfg, args.wake_poll_ms)
+        .map_err(anyhow::Error::msg)?;
+      let peer = cellhost_peer::Peer::start(fleet.clone()).map_err(anyhow::Error::msg)?;
+      tracing::info!("node {node}: forwarded calls are taken on {address}");
+      internal_peer = Some((peer, internal));
       Some(fleet)
     }
     _ => None,
   };
   worker.spec.fleet = fleet.clone();
+  worker.spec.forward = internal_peer.as_ref().map(|(p, _)| {
+    let f: std::sync::Arc<dyn cellhost_host::Forward> = p.clone();
+    f
+  });
   if !(args.pitr_days >= 0.0 && args.pitr_days.is_finite()) {
     anyhow::bail!("--pitr-days must be a number of days, 0 or more");
   }
@@ -370,6 +390,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   worker.spec.peers = peers.clone();
   let queues = worker.spec.queues.clone();
   let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  if let Some((peer, internal)) = internal_peer {
+    peer
+      .serve(internal, pool.router())
+      .map_err(anyhow::Error::msg)?;
+  }
   if let Some(p) = &peers {
     p.register(&name, pool.inboxes());
   }

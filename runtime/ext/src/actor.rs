@@ -49,6 +49,23 @@ impl Namespace {
 pub struct Router {
   pub isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
   pub namespaces: Arc<Vec<Namespace>>,
+  /// On a fleet: takes calls for cells another node owns to that node.
+  pub forward: Option<Arc<dyn Forward>>,
+}
+
+/// The fleet's forwarding, as the stubs see it (implemented by the peer
+/// crate, so this crate needs no network client).
+pub trait Forward: Send + Sync + std::fmt::Debug {
+  /// Takes `job` (`stub.fetch()` or an RPC call for an object of `ns`) to
+  /// the node that owns its cell and answers the job's reply channel there,
+  /// or hands the job back: the cell is this node's to serve (held here, by
+  /// nobody, or by a node whose lease lapsed).
+  fn forward(
+    &self,
+    ns: &Namespace,
+    target: &ActorTarget,
+    job: Job,
+  ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Job>>>>;
 }
 
 impl Router {
@@ -58,10 +75,24 @@ impl Router {
     h as usize % self.isolates.len()
   }
 
-  fn send(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
+  /// Queues `job` on the isolate of `target`, on this node.
+  pub fn send(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
     self.isolates[self.place(&target.id)]
       .send(job)
       .map_err(|_| JsErrorBox::generic("Network connection lost."))
+  }
+
+  /// Sends a stub's `job` where its object lives: here, or (on a fleet)
+  /// forwarded to the node that owns it.
+  async fn dispatch(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
+    let job = match (&self.forward, self.namespaces.get(target.ns as usize)) {
+      (Some(f), Some(ns)) => match f.forward(ns, target, job).await {
+        Some(job) => job,
+        None => return Ok(()),
+      },
+      _ => job,
+    };
+    self.send(target, job)
   }
 
   fn ns(&self, ns: u32) -> Result<&Namespace, JsErrorBox> {
@@ -139,7 +170,12 @@ pub async fn op_do_fetch(
   #[smi] body_rid: Option<ResourceId>,
 ) -> Result<ActorResponse, JsErrorBox> {
   let router = router(&state.borrow());
-  let target = ActorTarget { ns, id, name };
+  let target = ActorTarget {
+    ns,
+    id,
+    name,
+    from: None,
+  };
   fetch_through(state, body_rid, |body, reply| {
     let job = HttpJob {
       actor: Some(target.clone()),
@@ -150,7 +186,7 @@ pub async fn op_do_fetch(
       body,
       reply,
     };
-    router.send(&target, Job::Http(job))
+    async move { router.dispatch(&target, Job::Http(job)).await }
   })
   .await
 }
@@ -158,11 +194,14 @@ pub async fn op_do_fetch(
 /// Sends a request (its body taken from `body_rid`) with `send` and turns
 /// the answer into what the caller's JS reads: `stub.fetch()` to an object,
 /// or a service binding's `fetch()` to another Worker.
-pub(crate) async fn fetch_through(
+pub(crate) async fn fetch_through<F>(
   state: Rc<RefCell<OpState>>,
   body_rid: Option<ResourceId>,
-  send: impl FnOnce(Option<crate::http::Body>, oneshot::Sender<HttpReply>) -> Result<(), JsErrorBox>,
-) -> Result<ActorResponse, JsErrorBox> {
+  send: impl FnOnce(Option<crate::http::Body>, oneshot::Sender<HttpReply>) -> F,
+) -> Result<ActorResponse, JsErrorBox>
+where
+  F: std::future::Future<Output = Result<(), JsErrorBox>>,
+{
   let body = match body_rid {
     Some(rid) => {
       let res = state
@@ -175,7 +214,7 @@ pub(crate) async fn fetch_through(
     None => None,
   };
   let (tx, rx) = oneshot::channel();
-  send(body, tx)?;
+  send(body, tx).await?;
   let reply: HttpReply = rx
     .await
     .map_err(|_| JsErrorBox::generic("Network connection lost."))?;
@@ -232,17 +271,24 @@ pub async fn op_do_call(
   #[buffer(copy)] args: Vec<u8>,
 ) -> Result<(bool, Uint8Array), JsErrorBox> {
   let router = router(&state.borrow());
-  let target = ActorTarget { ns, id, name };
+  let target = ActorTarget {
+    ns,
+    id,
+    name,
+    from: None,
+  };
   let (tx, rx) = oneshot::channel();
-  router.send(
-    &target,
-    Job::Rpc(RpcJob {
-      target: target.clone(),
-      method,
-      args,
-      reply: tx,
-    }),
-  )?;
+  router
+    .dispatch(
+      &target,
+      Job::Rpc(RpcJob {
+        target: target.clone(),
+        method,
+        args,
+        reply: tx,
+      }),
+    )
+    .await?;
   rpc_answer(rx).await
 }
 

@@ -94,6 +94,9 @@ pub struct ActorTarget {
   pub ns: u32,
   pub id: String,
   pub name: Option<String>,
+  /// The fleet node a forwarded call came from (`None`: this node). Stubs
+  /// and `RpcTarget`s cannot cross nodes, so such a call refuses them.
+  pub from: Option<String>,
 }
 
 /// `stub.method(...args)`: arguments and result in V8 serialization.
@@ -398,6 +401,7 @@ pub struct JsActor {
   ns: u32,
   id: String,
   name: Option<String>,
+  remote: Option<String>,
 }
 
 impl From<ActorTarget> for JsActor {
@@ -406,6 +410,7 @@ impl From<ActorTarget> for JsActor {
       ns: t.ns,
       id: t.id,
       name: t.name,
+      remote: t.from,
     }
   }
 }

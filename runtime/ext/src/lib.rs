@@ -22,7 +22,7 @@ mod sync;
 mod wake;
 pub mod ws;
 
-pub use actor::{Namespace, Router};
+pub use actor::{Forward, Namespace, Router};
 pub use body::ReplyStream;
 pub use cell::{Cells, SyncBatch, SyncFailure};
 /// The egress policy lives in its own crate (`connect()` needs it too).

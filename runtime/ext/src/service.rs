@@ -87,7 +87,7 @@ pub async fn op_service_fetch(
       body,
       reply,
     };
-    peers.send(&worker, Job::Http(job))
+    std::future::ready(peers.send(&worker, Job::Http(job)))
   })
   .await
 }

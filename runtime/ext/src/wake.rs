@@ -231,6 +231,7 @@ impl Inner {
       ns: ns as u32,
       id: id.to_string(),
       name,
+      from: None,
     };
     let _ = self.router.isolates[self.router.place(id)].send(Job::Alarm(AlarmJob { target }));
   }
@@ -249,6 +250,7 @@ impl Inner {
             ns: key.0,
             id: key.1,
             name,
+            from: None,
           };
           let isolate = self.router.place(&target.id);
           // The isolates are gone only when the process is stopping.

@@ -24,6 +24,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 
 use crate::http::{ReplyBody, inbox, respond};
 
+#[derive(Debug)]
 pub enum WsMsg {
   Text(String),
   Binary(Bytes),
@@ -37,6 +38,13 @@ pub enum WsMsg {
 pub struct Endpoint {
   tx: UnboundedSender<WsMsg>,
   rx: UnboundedReceiver<WsMsg>,
+}
+
+impl Endpoint {
+  /// What this end sends with, and what it receives on (to relay it).
+  pub fn split(self) -> (UnboundedSender<WsMsg>, UnboundedReceiver<WsMsg>) {
+    (self.tx, self.rx)
+  }
 }
 
 pub fn pair() -> (Endpoint, Endpoint) {

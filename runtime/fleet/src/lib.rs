@@ -23,6 +23,7 @@ mod lease;
 mod own;
 mod pitr;
 mod records;
+mod route;
 mod wake;
 
 use std::collections::HashMap;
@@ -36,6 +37,7 @@ pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 pub use cellhost_logic::wake::Hint;
 pub use pitr::BucketPoint;
+pub use route::Route;
 
 /// A cell this node took.
 pub struct Activation {
@@ -86,6 +88,10 @@ pub struct Fleet {
   /// How often the waker reads the wake index.
   wake_poll_ms: u64,
   hints: Arc<tokio::sync::Mutex<wake::HintCache>>,
+  /// The lease margin: a route to another owner is trusted until that
+  /// owner's deadline less this.
+  margin_ms: u64,
+  routes: route::Routes,
 }
 
 /// A random seed for the logic core's retry jitter (it draws none itself):
@@ -162,7 +168,59 @@ impl Fleet {
       owned: Mutex::new(HashMap::new()),
       wake_poll_ms,
       hints: Default::default(),
+      margin_ms: cfg.margin_ms,
+      routes: Default::default(),
     }))
+  }
+
+  pub fn node(&self) -> &str {
+    &self.node
+  }
+
+  pub fn bucket(&self) -> &Bucket {
+    &self.bucket
+  }
+
+  /// Whether this node holds `scope` now (no store access).
+  pub fn holds(&self, scope: &str) -> bool {
+    self.owned.lock().unwrap().contains_key(scope)
+  }
+
+  /// Where a call for `scope` goes: here (held here, held by nobody, or its
+  /// owner's lease lapsed) or to its live owner. Cached per cell until the
+  /// owner's deadline; one or two bucket reads otherwise.
+  pub async fn route(&self, scope: &str) -> Route {
+    if self.holds(scope) {
+      return Route::Here;
+    }
+    if let Some(r) = self.routes.cached(scope, now_ms()) {
+      return r;
+    }
+    let (bucket, node, s, margin) = (
+      self.bucket.clone(),
+      self.node.clone(),
+      scope.to_string(),
+      self.margin_ms,
+    );
+    let r = self
+      .spawn(async move { route::probe(&bucket, &node, &s, margin).await })
+      .await;
+    self.routes.remember(scope, &r);
+    r
+  }
+
+  /// Drops the cached route of `scope` (its owner failed or refused).
+  pub fn forget_route(&self, scope: &str) {
+    self.routes.forget(scope);
+  }
+
+  /// Runs `fut` on the fleet's runtime and waits for it on any runtime.
+  pub fn run<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
+  where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+  {
+    self.spawn(fut)
   }
 
   /// Whether this node may acknowledge (or take cells) now.

@@ -36,6 +36,7 @@ pub type ThreadHook =
 #[derive(Clone)]
 pub struct IsolatePool {
   inboxes: Arc<Vec<mpsc::UnboundedSender<Job>>>,
+  router: Router,
 }
 
 impl IsolatePool {
@@ -60,6 +61,7 @@ impl IsolatePool {
     let router = Router {
       isolates: inboxes.clone(),
       namespaces: Arc::new(spec.durable_objects.clone()),
+      forward: spec.forward.clone(),
     };
     // Alarms exist only for Durable Objects: a plain Worker writes nothing.
     let wake = if router.namespaces.is_empty() {
@@ -70,7 +72,10 @@ impl IsolatePool {
           .map_err(anyhow::Error::msg)?,
       )
     };
-    let pool = IsolatePool { inboxes };
+    let pool = IsolatePool {
+      inboxes,
+      router: router.clone(),
+    };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     for (index, rx) in receivers.into_iter().enumerate() {
       let (spec, opts, hook, pool, ready) = (
@@ -94,6 +99,12 @@ impl IsolatePool {
       }
     }
     Ok(pool)
+  }
+
+  /// Where jobs for Durable Objects go on this node (the fleet's internal
+  /// listener queues forwarded calls through it).
+  pub fn router(&self) -> Router {
+    self.router.clone()
   }
 
   pub fn len(&self) -> usize {

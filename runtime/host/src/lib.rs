@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub use cellhost_ext::Peers;
 pub use cellhost_ext::egress::{Egress, set_policy as set_egress};
 pub use cellhost_ext::{
-  Body, BoxError, HttpJob, HttpReply, Job, Namespace, QueueJob, ReplyBody, ReplyStream,
+  Body, BoxError, Forward, HttpJob, HttpReply, Job, Namespace, QueueJob, ReplyBody, ReplyStream,
   ScheduledJob,
 };
 pub use isolate::{IsolatePool, PoolOptions, ThreadHook};
@@ -52,6 +52,8 @@ pub struct WorkerSpec {
   pub data_dir: PathBuf,
   /// `--bucket`: the node on a shared bucket that owns and replicates cells.
   pub fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
+  /// On a fleet: calls for cells other nodes own go to them.
+  pub forward: Option<std::sync::Arc<dyn cellhost_ext::Forward>>,
   /// `--pitr-days`: how long the point-in-time history of SQLite-backed
   /// objects reaches back (0: none is kept).
   pub pitr_days: f64,

@@ -36,9 +36,11 @@ use crate::lease::NodeLease;
 
 mod acquire;
 mod release;
+mod route;
 
 pub use acquire::{Acquire, AcquireStep, Acquired};
 pub use release::{Release, ReleaseOutcome, ReleaseStep};
+pub use route::{Route, route};
 
 /// How long a cell whose record was lost is refused before the next try.
 pub const LOST_RECORD_REFUSAL_MS: u64 = 10_000;

@@ -1,0 +1,76 @@
+//! The fleet's node-to-node channel. A call for a cell another live node
+//! owns (`stub.fetch()`, an RPC call, a WebSocket upgrade) is forwarded to
+//! that node's internal listener over HTTP/2 and answered from there; the
+//! owner serves it as a local call. Calls carry the fleet secret
+//! (`fleet/secret.json`), checked in constant time.
+//!
+//! A forwarded call is never replayed: if the owner cannot be reached or
+//! its stream breaks, the caller gets a retryable error naming the owner
+//! (a 503 with `Retry-After` at the edge when uncaught), since the call may
+//! have run there. Stubs and `RpcTarget`s cannot cross nodes (a stub names
+//! an isolate of one process): the owner refuses them with a
+//! `DataCloneError` that says so.
+
+mod client;
+mod forward;
+mod secret;
+mod server;
+mod wire;
+
+use std::sync::Arc;
+
+use cellhost_fleet::Fleet;
+
+pub use secret::{SECRET_HEADER, SECRET_KEY, Secret};
+pub use wire::FORWARD_PATH;
+
+/// This node's end of the channel: the forwarding client (the stubs'
+/// `Forward`) and the internal listener.
+pub struct Peer {
+  inner: Arc<Inner>,
+}
+
+struct Inner {
+  fleet: Arc<Fleet>,
+  secret: Secret,
+  client: client::Client,
+  rt: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for Peer {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    write!(f, "Peer({})", self.inner.fleet.node())
+  }
+}
+
+impl Peer {
+  /// Reads (or creates) the fleet secret and starts the channel's runtime.
+  pub fn start(fleet: Arc<Fleet>) -> Result<Arc<Peer>, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+      .worker_threads(2)
+      .thread_name("cellhost-peer")
+      .enable_all()
+      .build()
+      .map_err(|e| e.to_string())?;
+    let bucket = fleet.bucket().clone();
+    let secret = rt.block_on(async move { Secret::load_or_create(&bucket).await })?;
+    Ok(Arc::new(Peer {
+      inner: Arc::new(Inner {
+        fleet,
+        secret,
+        client: client::Client::default(),
+        rt,
+      }),
+    }))
+  }
+
+  /// Serves forwarded calls on `listener` (the node's `--internal-listen`),
+  /// into this node's isolates through `router`.
+  pub fn serve(
+    &self,
+    listener: std::net::TcpListener,
+    router: cellhost_ext::Router,
+  ) -> Result<(), String> {
+    server::spawn(self.inner.clone(), listener, router)
+  }
+}
