@@ -4,8 +4,10 @@
 //! commit fails (a *poisoned* increment, which must never succeed), and
 //! faults injected from a seed, one at a time, until the time is up:
 //! SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the lease
-//! then SIGCONT, SIGTERM, a store outage, flaky uploads and a partition of
-//! one node from the store. Then the whole fleet is killed and
+//! then SIGCONT, SIGTERM, a rolling restart (each node drained by SIGTERM
+//! and started again, in turn), a store outage, flaky uploads and a
+//! partition of one node from the store. The clients spread their calls
+//! over the nodes, so most reach their object through forwarding. Then the whole fleet is killed and
 //! cold-started with empty data directories and must read the same counts.
 //! The history is checked by `faultlab/check.rs` (no value acknowledged
 //! twice, nothing acknowledged lost, real-time order, no acknowledgement
@@ -567,6 +569,27 @@ impl Lab {
         let delay = Duration::from_millis(self.rng.range(200, 1_500));
         self.slots[i].down_until = Some(Instant::now() + delay);
         self.supervise_for(delay);
+      }
+      FaultKind::Rolling => {
+        // An upgrade's restart: each node drains (SIGTERM) and is started
+        // again at once, one after the other, under the clients' load.
+        for i in 0..self.slots.len() {
+          if self.slots[i].proc.is_none() {
+            continue;
+          }
+          self.slots[i].expect = Some(Expect::Term);
+          self.signal(i, "-TERM");
+          if !self.wait_exit(i, Duration::from_secs(10)) {
+            self.violations.push(format!(
+              "node {} did not exit within 10 s of SIGTERM (rolling restart)",
+              self.slots[i].name
+            ));
+            self.kill(i);
+          }
+          self.start(i);
+          let settle = Duration::from_millis(self.rng.range(300, 1_000));
+          self.supervise_for(settle);
+        }
       }
       FaultKind::StopCont => {
         let i = node.unwrap();

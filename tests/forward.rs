@@ -269,6 +269,43 @@ fn a_forwarded_call_whose_owner_dies_is_refused_with_503_and_not_replayed() {
   assert_eq!(text(&b, "/bump"), "2");
 }
 
+#[test]
+fn sigterm_drains_the_calls_in_flight_then_hands_the_cells_over() {
+  let n = Nodes::new("drain");
+  let a = n.start("a");
+  let b = n.start("b");
+  assert_eq!(text(&a, "/bump"), "1");
+  assert_eq!(text(&b, "/bump"), "2"); // b's route to a is cached
+  let addr = a.addr;
+  let slow = std::thread::spawn(move || request(addr, "GET", "/slow?name=x", &[], b"").unwrap());
+  std::thread::sleep(Duration::from_millis(500));
+  let term = std::process::Command::new("kill")
+    .args(["-TERM", &a.child.id().to_string()])
+    .status()
+    .unwrap();
+  assert!(term.success());
+  std::thread::sleep(Duration::from_millis(300));
+  // Draining: a takes no new calls; b's forwarded one is refused (nothing
+  // ran, so it names the owner), and a's port is closed.
+  let r = get(b.addr, "/bump");
+  assert_eq!(r.status, 503, "{}", r.text());
+  assert_eq!(r.header("x-cellhost-owner"), Some("a"), "{}", r.text());
+  assert!(r.text().contains("is shutting down"), "{}", r.text());
+  assert!(request(a.addr, "GET", "/bump", &[], b"").is_err());
+  // The call in flight finishes on a, acknowledged.
+  let r = slow.join().unwrap();
+  assert_eq!((r.status, r.text().as_str()), (200, "slow done"));
+  let mut a = a;
+  let status = a.child.wait().unwrap();
+  assert_eq!(status.code(), Some(0), "{}", a.log());
+  assert!(a.log().contains("drained in"), "{}", a.log());
+  // The cell was released: b takes it at once, with every write.
+  let t = Instant::now();
+  assert_eq!(text(&b, "/count"), "2/1");
+  assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+  assert_eq!(text(&b, "/bump"), "3");
+}
+
 /// The status the internal listener at `addr` answers a POST to the
 /// forwarding path with (an empty body), presenting `secret`.
 fn h2_status(addr: &str, secret: Option<&str>) -> u16 {

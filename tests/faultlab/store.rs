@@ -26,10 +26,12 @@ pub(crate) enum FaultKind {
   Partition,
   /// S3 only: one upload fails for good, later ones land.
   Gap,
+  /// SIGTERM each node in turn and start it again at once.
+  Rolling,
 }
 
 impl FaultKind {
-  pub(crate) const ALL: [FaultKind; 8] = [
+  pub(crate) const ALL: [FaultKind; 9] = [
     FaultKind::Kill,
     FaultKind::KillWipe,
     FaultKind::StopCont,
@@ -38,6 +40,7 @@ impl FaultKind {
     FaultKind::Flaky,
     FaultKind::Partition,
     FaultKind::Gap,
+    FaultKind::Rolling,
   ];
 
   pub(crate) fn name(self) -> &'static str {
@@ -50,11 +53,15 @@ impl FaultKind {
       FaultKind::Flaky => "flaky",
       FaultKind::Partition => "partition",
       FaultKind::Gap => "upload gap",
+      FaultKind::Rolling => "rolling restart",
     }
   }
 
   pub(crate) fn on_node(self) -> bool {
-    !matches!(self, FaultKind::Outage | FaultKind::Flaky | FaultKind::Gap)
+    !matches!(
+      self,
+      FaultKind::Outage | FaultKind::Flaky | FaultKind::Gap | FaultKind::Rolling
+    )
   }
 }
 

@@ -112,6 +112,10 @@ struct RunArgs {
   /// node lease); default: the address it is bound to.
   #[arg(long, requires = "bucket")]
   advertise: Option<String>,
+  /// On SIGTERM a fleet node stops taking work and waits this long at most
+  /// for the requests in flight before it hands its cells over.
+  #[arg(long, default_value_t = 5_000, requires = "bucket")]
+  drain_ms: u64,
   /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed);
   /// also used by `--r2` buckets on s3://.
   #[arg(long)]
@@ -390,11 +394,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   worker.spec.peers = peers.clone();
   let queues = worker.spec.queues.clone();
   let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
-  if let Some((peer, internal)) = internal_peer {
-    peer
-      .serve(internal, pool.router())
-      .map_err(anyhow::Error::msg)?;
-  }
+  let peer = match internal_peer {
+    Some((peer, internal)) => {
+      peer
+        .serve(internal, pool.router())
+        .map_err(anyhow::Error::msg)?;
+      Some(peer)
+    }
+    None => None,
+  };
   if let Some(p) = &peers {
     p.register(&name, pool.inboxes());
   }
@@ -424,6 +432,26 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     anyhow::Ok(())
   })?;
+  // The drain: no new connections, cells or forwarded calls (refused, so
+  // callers retry elsewhere); the requests in flight finish (at most
+  // --drain-ms) while the node still owns their cells; then the cells are
+  // released and the lease retired.
+  let began = std::time::Instant::now();
+  fleet.drain();
+  listeners.drain();
+  let inflight = || listeners.inflight() + peer.as_ref().map_or(0, |p| p.inflight());
+  let limit = Duration::from_millis(args.drain_ms);
+  while inflight() > 0 && began.elapsed() < limit {
+    std::thread::sleep(Duration::from_millis(10));
+  }
+  let left = inflight();
+  if left > 0 {
+    tracing::warn!(
+      "drain: {left} requests still in flight after {} ms; handing the cells over anyway",
+      args.drain_ms
+    );
+  }
+  tracing::info!("drained in {} ms", began.elapsed().as_millis());
   fleet.shutdown();
   std::process::exit(0);
 }

@@ -92,6 +92,8 @@ pub struct Fleet {
   /// owner's deadline less this.
   margin_ms: u64,
   routes: route::Routes,
+  /// SIGTERM: no more cells are taken; the node hands its own over.
+  draining: std::sync::atomic::AtomicBool,
 }
 
 /// A random seed for the logic core's retry jitter (it draws none itself):
@@ -170,6 +172,7 @@ impl Fleet {
       hints: Default::default(),
       margin_ms: cfg.margin_ms,
       routes: Default::default(),
+      draining: Default::default(),
     }))
   }
 
@@ -251,8 +254,29 @@ impl Fleet {
     futures::executor::block_on(self.spawn(fut))
   }
 
+  /// Starts a drain: from now on no cell is taken (a refusal the caller
+  /// may retry; the cells go to other nodes once released).
+  pub fn drain(&self) {
+    self
+      .draining
+      .store(true, std::sync::atomic::Ordering::SeqCst);
+  }
+
+  pub fn draining(&self) -> bool {
+    self.draining.load(std::sync::atomic::Ordering::SeqCst)
+  }
+
   /// Takes the cell `scope` (`Class:id`) for this node.
   pub async fn activate(&self, scope: String) -> Result<Activation, ActivateError> {
+    if self.draining() {
+      return Err(ActivateError {
+        message: format!(
+          "node {} is shutting down and takes no cells; retry (another node takes {scope} at once)",
+          self.node
+        ),
+        owner: Some(self.node.clone()),
+      });
+    }
     if !self.can_ack() {
       return Err(
         format!(

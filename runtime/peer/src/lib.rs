@@ -35,6 +35,8 @@ struct Inner {
   secret: Secret,
   client: client::Client,
   rt: tokio::runtime::Runtime,
+  /// Forwarded calls being answered now.
+  inflight: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Peer {
@@ -60,8 +62,17 @@ impl Peer {
         secret,
         client: client::Client::default(),
         rt,
+        inflight: Default::default(),
       }),
     }))
+  }
+
+  /// Forwarded calls being answered now (a drain waits for them).
+  pub fn inflight(&self) -> usize {
+    self
+      .inner
+      .inflight
+      .load(std::sync::atomic::Ordering::SeqCst)
   }
 
   /// Serves forwarded calls on `listener` (the node's `--internal-listen`),

@@ -123,11 +123,42 @@ async fn handle(inner: Arc<Inner>, router: Router, req: Request<Incoming>) -> Re
     name: head.name.clone(),
     from: Some(from),
   };
-  match head.kind.as_str() {
+  if inner.fleet.draining() {
+    // Shutting down: a refusal before anything ran, so the caller may
+    // retry; the cell is released in a moment and taken elsewhere.
+    let node = inner.fleet.node();
+    let e = serde_json::json!({
+      "name": "Error",
+      "message": format!("node {node} is shutting down and takes no new calls; retry (another node takes its cells at once)"),
+      "owner": node,
+    })
+    .to_string();
+    let h = match head.kind.as_str() {
+      "call" => ReplyHead::default(),
+      _ => ReplyHead {
+        error: Some(e.clone()),
+        ..Default::default()
+      },
+    };
+    let payload = if head.kind == "call" {
+      e.into_bytes()
+    } else {
+      Vec::new()
+    };
+    return framed(&h, once(payload));
+  }
+  inner
+    .inflight
+    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+  let res = match head.kind.as_str() {
     "call" => call(&inner, &router, target, head, reader).await,
     "fetch" => fetch(&inner, &router, target, head, reader).await,
     k => plain(StatusCode::BAD_REQUEST, &format!("unknown call kind {k:?}")),
-  }
+  };
+  inner
+    .inflight
+    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+  res
 }
 
 /// A reply ready only after this node's fence deadline must not leave:

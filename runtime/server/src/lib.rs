@@ -48,6 +48,45 @@ pub struct Listeners {
   limits: Limits,
   assets: Option<Arc<Assets>>,
   gate: Option<AnswerGate>,
+  drain: Arc<Drain>,
+}
+
+/// A node's drain (SIGTERM on a fleet): the listeners stop accepting, each
+/// connection closes after its next answer, and the requests in flight are
+/// counted so the node can wait for them before it hands its cells over.
+struct Drain {
+  draining: std::sync::atomic::AtomicBool,
+  inflight: std::sync::atomic::AtomicUsize,
+  started: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Drain {
+  fn default() -> Self {
+    Drain {
+      draining: Default::default(),
+      inflight: Default::default(),
+      started: tokio::sync::watch::channel(false).0,
+    }
+  }
+}
+
+/// Counts one request in flight until dropped.
+struct InFlight(Arc<Drain>);
+
+impl InFlight {
+  fn new(d: &Arc<Drain>) -> Self {
+    d.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    InFlight(d.clone())
+  }
+}
+
+impl Drop for InFlight {
+  fn drop(&mut self) {
+    self
+      .0
+      .inflight
+      .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+  }
 }
 
 /// Whether this node may answer at all now (a fleet node: while its lease
@@ -86,7 +125,26 @@ impl Listeners {
       limits,
       assets,
       gate,
+      drain: Default::default(),
     }))
+  }
+
+  /// Starts draining: no new connections; open ones close after their next
+  /// answer.
+  pub fn drain(&self) {
+    self
+      .drain
+      .draining
+      .store(true, std::sync::atomic::Ordering::SeqCst);
+    self.drain.started.send_replace(true);
+  }
+
+  /// Requests being answered now.
+  pub fn inflight(&self) -> usize {
+    self
+      .drain
+      .inflight
+      .load(std::sync::atomic::Ordering::SeqCst)
   }
 
   /// The per-thread hook that serves HTTP on isolate thread `index`.
@@ -95,9 +153,11 @@ impl Listeners {
     let limits = self.limits;
     let assets = self.assets.clone();
     let gate = self.gate.clone();
+    let drain = self.drain.clone();
     Arc::new(move |index, pool| {
       let assets = assets.clone();
       let gate = gate.clone();
+      let drain = drain.clone();
       let std = this
         .sockets
         .lock()
@@ -107,7 +167,7 @@ impl Listeners {
       Box::pin(async move {
         let Some(std) = std else { return };
         let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
-        accept_loop(listener, index, pool, limits, assets, gate).await
+        accept_loop(listener, index, pool, limits, assets, gate, drain).await
       })
     })
   }
@@ -120,9 +180,19 @@ async fn accept_loop(
   limits: Limits,
   assets: Option<Arc<Assets>>,
   gate: Option<AnswerGate>,
+  drain: Arc<Drain>,
 ) {
+  use std::sync::atomic::Ordering;
+  let mut started = drain.started.subscribe();
   loop {
-    let stream = match listener.accept().await {
+    let accepted = tokio::select! {
+      a = listener.accept() => a,
+      _ = started.wait_for(|d| *d) => break,
+    };
+    if drain.draining.load(Ordering::SeqCst) {
+      break; // the listener closes: new connections go to other nodes
+    }
+    let stream = match accepted {
       Ok((stream, _)) => stream,
       Err(e) => {
         tracing::warn!("accept: {e}");
@@ -134,12 +204,24 @@ async fn accept_loop(
     let pool = pool.clone();
     let assets = assets.clone();
     let gate = gate.clone();
+    let drain = drain.clone();
     tokio::task::spawn_local(async move {
       let svc = hyper::service::service_fn(move |req| {
+        let counted = InFlight::new(&drain);
         let answer = handle(req, index, pool.clone(), limits, assets.clone());
         let gate = gate.clone();
+        let drain = drain.clone();
         async move {
-          let res = answer.await?;
+          let mut res = answer.await?;
+          drop(counted);
+          // Draining: this connection's client goes elsewhere next time.
+          if drain.draining.load(Ordering::SeqCst)
+            && res.status() != StatusCode::SWITCHING_PROTOCOLS
+          {
+            res
+              .headers_mut()
+              .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+          }
           Ok::<_, Infallible>(match gate {
             Some(may) if !may() => plain(StatusCode::SERVICE_UNAVAILABLE, FENCED),
             _ => res,
