@@ -45,9 +45,22 @@ impl Cellhost {
     extra: &[&str],
     env: &[(&str, &str)],
   ) -> Result<Cellhost, String> {
+    let mut args = vec!["run", path.to_str().unwrap()];
+    args.extend(extra);
+    Self::try_start_cmd(&args, env)
+  }
+
+  /// `cellhost ARGS --listen 127.0.0.1:0` (a `run` or a `node`), once it
+  /// printed the address it serves on.
+  pub fn try_start_cmd(args: &[&str], env: &[(&str, &str)]) -> Result<Cellhost, String> {
+    let (cmd, extra) = args.split_at(1.min(args.len()));
+    let (path, extra) = match cmd.first() {
+      Some(&"run") => extra.split_at(1.min(extra.len())),
+      _ => (&[][..], extra),
+    };
     let mut child = Command::new(cellhost_bin())
-      .arg("run")
-      .arg(path)
+      .args(cmd)
+      .args(path)
       .args(["--listen", "127.0.0.1:0"])
       .args(extra)
       .envs(env.iter().copied())

@@ -18,6 +18,9 @@ use crate::bindings::{
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+mod describe;
+pub use describe::describe;
+
 pub struct Worker {
   pub name: String,
   pub spec: WorkerSpec,

@@ -2,6 +2,7 @@
 
 mod bindings;
 mod config;
+mod deploy;
 mod flags;
 mod keys;
 
@@ -38,6 +39,17 @@ enum Command {
   Run(Box<RunArgs>),
   /// Test a bucket: conditional create, reject-create, update, reject-stale, ranged read.
   Diagnose(DiagnoseArgs),
+  /// Upload a Worker to a fleet's bucket as a new version and switch the
+  /// fleet to it (deploy/current.json).
+  Deploy(Box<deploy::DeployArgs>),
+  /// List the versions in a fleet's bucket (* marks the current one).
+  Deployments(deploy::DeploymentsArgs),
+  /// Switch a fleet back to an earlier version.
+  Rollback(deploy::RollbackArgs),
+  /// One fleet node: serves the bucket's current deployment (no local copy
+  /// of the code needed) and upgrades itself when it changes. Takes `run`'s
+  /// options (`--bucket` and `--node` required), no Worker path.
+  Node(Box<RunArgs>),
   /// D1 databases: `cellhost d1 migrations apply NAME`.
   D1 {
     #[command(subcommand)]
@@ -80,10 +92,10 @@ struct RunArgs {
   /// More Workers after it run in the same process, reachable only through
   /// service bindings (as `wrangler dev -c A -c B`); each keeps its data in
   /// `<data>/workers/<name>`.
-  #[arg(required = true, num_args = 1..)]
+  #[arg(num_args = 0..)]
   paths: Vec<PathBuf>,
-  /// Address to serve on.
-  #[arg(long, default_value = "127.0.0.1:8787")]
+  /// Address to serve on (given twice, the last one counts).
+  #[arg(long, default_value = "127.0.0.1:8787", overrides_with = "listen")]
   listen: SocketAddr,
   /// Isolate threads (default: one per core).
   #[arg(long)]
@@ -106,7 +118,12 @@ struct RunArgs {
   node: Option<String>,
   /// Where this fleet node takes calls forwarded by other nodes for the
   /// cells it owns (HTTP/2, fleet secret required). Port 0 picks one.
-  #[arg(long, default_value = "127.0.0.1:0", requires = "bucket")]
+  #[arg(
+    long,
+    default_value = "127.0.0.1:0",
+    requires = "bucket",
+    overrides_with = "internal_listen"
+  )]
   internal_listen: std::net::SocketAddr,
   /// The address other nodes reach the internal listener at (kept in the
   /// node lease); default: the address it is bound to.
@@ -116,6 +133,10 @@ struct RunArgs {
   /// for the requests in flight before it hands its cells over.
   #[arg(long, default_value_t = 5_000, requires = "bucket")]
   drain_ms: u64,
+  /// `cellhost node`: how often deploy/current.json is read for a new
+  /// version.
+  #[arg(long, default_value_t = 1_000, requires = "bucket")]
+  deploy_poll_ms: u64,
   /// S3 endpoint for R2, MinIO and other S3 APIs (http:// is allowed);
   /// also used by `--r2` buckets on s3://.
   #[arg(long)]
@@ -195,7 +216,11 @@ fn main() {
     LogFormat::Json => log.json().init(),
   }
   let result = match cli.command {
-    Command::Run(args) => run(*args),
+    Command::Run(args) => run(*args, None),
+    Command::Deploy(args) => deploy::deploy(*args),
+    Command::Deployments(args) => deploy::deployments(args),
+    Command::Rollback(args) => deploy::rollback(args),
+    Command::Node(args) => node(*args),
     Command::Diagnose(args) => diagnose(args),
     Command::D1 {
       command: D1Command::Migrations {
@@ -267,7 +292,36 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
   }
 }
 
-fn run(args: RunArgs) -> anyhow::Result<()> {
+/// `cellhost node`: the bucket's current version, served as `run --bucket`
+/// serves a path, watched for the next one.
+fn node(mut args: RunArgs) -> anyhow::Result<()> {
+  let (Some(url), Some(_)) = (&args.bucket, &args.node) else {
+    anyhow::bail!("cellhost node needs --bucket URL and --node NAME");
+  };
+  if !args.paths.is_empty() {
+    anyhow::bail!(
+      "cellhost node serves the bucket's current deployment and takes no Worker path (cellhost deploy PATH --bucket URL uploads one; cellhost run PATH --bucket URL serves a fixed one)"
+    );
+  }
+  let bucket = deploy::open_bucket(url, &args.endpoint, &args.region)?;
+  let (path, version) = deploy::fetch_current(&bucket, &args.data)?;
+  tracing::info!(target: "cellhost::events", event = "deploy.serving", version = version.as_str(), "serving version {version}");
+  args.paths = vec![path];
+  run(args, Some((bucket, version)))
+}
+
+/// Why a fleet node stops: a signal, or a new version to serve.
+enum Stop {
+  Signal,
+  Upgrade(String),
+}
+
+fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyhow::Result<()> {
+  if args.paths.is_empty() {
+    anyhow::bail!(
+      "cellhost run needs the Worker: an entry .js file or a directory with a wrangler config"
+    );
+  }
   cellhost_host::set_egress(args.egress);
   let mut worker = config::load(&args.paths[0], &args.data)?;
   let mut others = Vec::new();
@@ -279,34 +333,13 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   if !others.is_empty() && args.bucket.is_some() {
     anyhow::bail!("several Workers in one process are not supported in bucket mode yet");
   }
+  if args.bucket.is_some() {
+    bucket_mode_refusals(&worker)?;
+  }
   let mut fleet_bucket = None;
   let mut internal_peer = None;
+  let mut internal_bound = None;
   let fleet = match (&args.bucket, &args.node) {
-    (Some(_), Some(_)) if worker.spec.assets.is_some() => {
-      anyhow::bail!(
-        "`assets` is not supported in bucket mode yet: the directory would be served from this node's disk only (run without --bucket, or serve the files from R2)"
-      )
-    }
-    (Some(_), Some(_)) if !worker.crons.is_empty() => {
-      anyhow::bail!(
-        "`triggers.crons` are not supported in bucket mode yet: every node would fire them (run without --bucket)"
-      )
-    }
-    (Some(_), Some(_)) if worker.spec.queues.is_some() => {
-      anyhow::bail!(
-        "`queues` are not supported in bucket mode yet: their messages would live on this node's disk only (run without --bucket)"
-      )
-    }
-    (Some(_), Some(_)) if !worker.spec.d1_databases.is_empty() => {
-      anyhow::bail!(
-        "`d1_databases` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
-      )
-    }
-    (Some(_), Some(_)) if !worker.spec.kv_namespaces.is_empty() => {
-      anyhow::bail!(
-        "`kv_namespaces` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
-      )
-    }
     (Some(url), Some(node)) => {
       let opts = cellhost_bucket::BucketOptions {
         endpoint: args.endpoint.clone(),
@@ -325,6 +358,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
           args.internal_listen
         )
       })?;
+      internal_bound = Some(internal.local_addr()?);
       let address = match &args.advertise {
         Some(a) => a.clone(),
         None => internal.local_addr()?.to_string(),
@@ -423,14 +457,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
     .build()?;
-  rt.block_on(async {
+  let poll_ms = args.deploy_poll_ms.max(50);
+  let stop = rt.block_on(async {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-      _ = tokio::signal::ctrl_c() => {}
-      _ = term.recv() => {}
-    }
-    anyhow::Ok(())
+    let upgrade = async {
+      match watch {
+        Some((bucket, version)) => deploy::changed(bucket, version, poll_ms).await,
+        None => std::future::pending().await,
+      }
+    };
+    anyhow::Ok(tokio::select! {
+      _ = tokio::signal::ctrl_c() => Stop::Signal,
+      _ = term.recv() => Stop::Signal,
+      v = upgrade => Stop::Upgrade(v),
+    })
   })?;
   // The drain: no new connections, cells or forwarded calls (refused, so
   // callers retry elsewhere); the requests in flight finish (at most
@@ -453,7 +494,55 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
   }
   tracing::info!("drained in {} ms", began.elapsed().as_millis());
   fleet.shutdown();
+  if let Stop::Upgrade(version) = stop {
+    // The new version in a fresh process: the same command line, which
+    // reads current.json again (cells were released, so peers serve them
+    // meanwhile; this node's port is back once the new version loaded).
+    tracing::info!(target: "cellhost::events", event = "deploy.upgrade", node = args.node.as_deref().unwrap_or(""), version = version.as_str(), "upgrading to version {version}");
+    // On the ports it had (a later --listen overrides an earlier one).
+    let mut again = std::process::Command::new(std::env::current_exe()?);
+    again
+      .args(std::env::args_os().skip(1))
+      .args(["--listen", &listeners.addr.to_string()]);
+    if let Some(a) = internal_bound {
+      again.args(["--internal-listen", &a.to_string()]);
+    }
+    use std::os::unix::process::CommandExt;
+    let e = again.exec();
+    anyhow::bail!("restarting for version {version}: {e}");
+  }
   std::process::exit(0);
+}
+
+/// What bucket mode cannot serve yet, refused by name (at `run --bucket`,
+/// `node` and `deploy`).
+fn bucket_mode_refusals(worker: &config::Worker) -> anyhow::Result<()> {
+  if worker.spec.assets.is_some() {
+    anyhow::bail!(
+      "`assets` is not supported in bucket mode yet: the directory would be served from this node's disk only (run without --bucket, or serve the files from R2)"
+    );
+  }
+  if !worker.crons.is_empty() {
+    anyhow::bail!(
+      "`triggers.crons` are not supported in bucket mode yet: every node would fire them (run without --bucket)"
+    );
+  }
+  if worker.spec.queues.is_some() {
+    anyhow::bail!(
+      "`queues` are not supported in bucket mode yet: their messages would live on this node's disk only (run without --bucket)"
+    );
+  }
+  if !worker.spec.d1_databases.is_empty() {
+    anyhow::bail!(
+      "`d1_databases` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
+    );
+  }
+  if !worker.spec.kv_namespaces.is_empty() {
+    anyhow::bail!(
+      "`kv_namespaces` are not supported in bucket mode yet: their data would live on this node's disk only (run without --bucket)"
+    );
+  }
+  Ok(())
 }
 
 /// Every service binding names this Worker or one loaded beside it, and no

@@ -1,0 +1,282 @@
+//! Deployments on a fleet's bucket, as real processes: `cellhost deploy`
+//! uploads a version and switches the fleet to it; `cellhost node` serves
+//! whatever deploy/current.json names with no local copy of the code, and
+//! upgrades itself (drain, hand the cells over, start the new version on
+//! the same ports) when it changes, keeping every acknowledged write; a
+//! version that drops a Durable Object class is refused; `deployments`
+//! lists the versions and `rollback` switches back. On a file:// bucket and
+//! on S3 through moto.
+
+#[path = "../runtime/bucket/tests/common/mod.rs"]
+mod bucket_common;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn worker(version: &str) -> String {
+  format!(
+    r#"
+import {{ DurableObject }} from "cloudflare:workers";
+import page from "./page.txt";
+export class Obj extends DurableObject {{
+  bump() {{
+    const sql = this.ctx.storage.sql;
+    sql.exec("CREATE TABLE IF NOT EXISTS c (n INTEGER)");
+    sql.exec("INSERT INTO c VALUES (1)");
+    return sql.exec("SELECT count(*) AS n FROM c").one().n;
+  }}
+}}
+export default {{
+  async fetch(req, env) {{
+    return new Response(`{version}:${{page.trim()}}:${{await env.OBJ.getByName("x").bump()}}`);
+  }},
+}};
+"#
+  )
+}
+
+struct Fleet {
+  dir: PathBuf,
+  bucket: String,
+  extra: Vec<String>,
+  env: Vec<(String, String)>,
+}
+
+impl Fleet {
+  fn new(tag: &str) -> Fleet {
+    let dir = std::env::temp_dir().join(format!("cellhost-deploy-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bucket")).unwrap();
+    Fleet {
+      bucket: format!("file://{}", dir.join("bucket").display()),
+      dir,
+      extra: vec![],
+      env: vec![],
+    }
+  }
+
+  /// A project folder for `version`; `class` is the exported class name.
+  fn project(&self, version: &str, class: &str) -> PathBuf {
+    let d = self.dir.join(format!("src-{version}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join(".cellhost")).unwrap();
+    std::fs::write(
+      d.join("worker.js"),
+      worker(version).replace("class Obj", &format!("class {class}")),
+    )
+    .unwrap();
+    std::fs::write(d.join("page.txt"), format!("page-{version}\n")).unwrap();
+    std::fs::write(d.join(".dev.vars"), "SECRET=local\n").unwrap();
+    std::fs::write(
+      d.join("wrangler.toml"),
+      format!(
+        "name = \"deployed\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
+         [[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"{class}\"\n\
+         [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"{class}\"]\n"
+      ),
+    )
+    .unwrap();
+    d
+  }
+
+  fn cli(&self, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(cellhost_bin())
+      .args(args)
+      .args(["--bucket", &self.bucket])
+      .args(&self.extra)
+      .envs(self.env.iter().map(|(k, v)| (k, v)))
+      .output()
+      .unwrap();
+    (
+      out.status.success(),
+      String::from_utf8_lossy(&out.stdout).into_owned(),
+      String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+  }
+
+  fn deploy(&self, dir: &Path, message: &str) -> serde_json::Value {
+    let (ok, out, err) = self.cli(&[
+      "deploy",
+      dir.to_str().unwrap(),
+      "--message",
+      message,
+      "--json",
+    ]);
+    assert!(ok, "deploy failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+  }
+
+  fn node(&self, name: &str) -> Cellhost {
+    let data = self.dir.join(format!("data-{name}"));
+    let mut args = vec![
+      "node",
+      "--bucket",
+      &self.bucket,
+      "--node",
+      name,
+      "--data",
+      data.to_str().unwrap(),
+      "--lease-ttl-ms",
+      "3000",
+      "--isolates",
+      "1",
+      "--deploy-poll-ms",
+      "200",
+    ];
+    args.extend(self.extra.iter().map(String::as_str));
+    let env: Vec<(&str, &str)> = self
+      .env
+      .iter()
+      .map(|(k, v)| (k.as_str(), v.as_str()))
+      .collect();
+    Cellhost::try_start_cmd(&args, &env).unwrap_or_else(|e| panic!("node {name}: {e}"))
+  }
+}
+
+/// What a node answers once it answers with `prefix` (within 30 s).
+fn wait_for(ch: &Cellhost, prefix: &str) -> String {
+  let end = Instant::now() + Duration::from_secs(30);
+  loop {
+    if let Ok(r) = request(ch.addr, "GET", "/", &[], b"")
+      && r.status == 200
+      && r.text().starts_with(prefix)
+    {
+      return r.text();
+    }
+    assert!(
+      Instant::now() < end,
+      "never answered {prefix}:\n{}",
+      ch.log()
+    );
+    std::thread::sleep(Duration::from_millis(50));
+  }
+}
+
+fn deploy_upgrade_and_roll_back(f: &Fleet) {
+  let v1 = f.deploy(&f.project("v1", "Obj"), "first");
+  assert_eq!(v1["previous"], serde_json::Value::Null);
+  assert_eq!(
+    v1["changes"][0].as_str().unwrap(),
+    "first version: 3 files, 1 classes, 1 bindings",
+    "{v1}"
+  );
+  let a = f.node("a");
+  let b = f.node("b");
+  assert_eq!(wait_for(&a, "v1"), "v1:page-v1:1");
+  assert_eq!(wait_for(&b, "v1"), "v1:page-v1:2"); // forwarded to a
+  // A new version: both nodes serve it, and the object's count goes on.
+  let v2dir = f.project("v2", "Obj");
+  let v2 = f.deploy(&v2dir, "second");
+  assert_eq!(v2["previous"], v1["version"]);
+  let changes: Vec<&str> = v2["changes"]
+    .as_array()
+    .unwrap()
+    .iter()
+    .map(|c| c.as_str().unwrap())
+    .collect();
+  assert_eq!(changes, ["~ file page.txt", "~ file worker.js"], "{v2}");
+  let switched = Instant::now();
+  let ra = wait_for(&a, "v2");
+  let rb = wait_for(&b, "v2");
+  eprintln!(
+    "both nodes served v2 {} ms after the switch",
+    switched.elapsed().as_millis()
+  );
+  let mut counts: Vec<u64> = [ra, rb]
+    .iter()
+    .map(|t| t.rsplit(':').next().unwrap().parse().unwrap())
+    .collect();
+  counts.sort();
+  assert!(counts[0] >= 3 && counts[1] > counts[0], "{counts:?}");
+  // Dropping the class would orphan its objects: refused, nothing switched.
+  let (ok, _, err) = f.cli(&["deploy", f.project("v3", "Other").to_str().unwrap()]);
+  assert!(!ok);
+  assert!(
+    err.contains("Durable Object class Obj (in version")
+      && err.contains("is gone from this version"),
+    "{err}"
+  );
+  // The list, the current one marked.
+  let (ok, out, _) = f.cli(&["deployments", "--json"]);
+  assert!(ok);
+  let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+  let list = list.as_array().unwrap();
+  assert_eq!(list.len(), 2, "{out}");
+  assert_eq!(list[1]["version"], v2["version"]);
+  assert_eq!(list[1]["current"], true);
+  assert_eq!(list[0]["message"], "first");
+  // Back to v1: the nodes serve it again, with every write kept.
+  let (ok, _, err) = f.cli(&["rollback", v1["version"].as_str().unwrap()]);
+  assert!(ok, "{err}");
+  let ra = wait_for(&a, "v1");
+  let n: u64 = ra.rsplit(':').next().unwrap().parse().unwrap();
+  assert!(n > counts[1], "{ra} after {counts:?}");
+  assert!(wait_for(&b, "v1").starts_with("v1:page-v1:"));
+  // The node ran from its download, not from the source folders.
+  assert!(a.log().contains("upgrading to version"), "{}", a.log());
+  assert!(
+    f.dir
+      .join("data-a/deploy")
+      .join(v2["version"].as_str().unwrap())
+      .join("page.txt")
+      .exists()
+  );
+  assert!(
+    !f.dir
+      .join("data-a/deploy")
+      .join(v2["version"].as_str().unwrap())
+      .join(".dev.vars")
+      .exists()
+  );
+}
+
+#[test]
+fn a_fleet_serves_what_was_deployed_and_upgrades_in_place() {
+  deploy_upgrade_and_roll_back(&Fleet::new("file"));
+}
+
+#[test]
+fn deploys_on_s3_through_moto() {
+  let moto = bucket_common::Moto::start();
+  let mut f = Fleet::new("s3");
+  f.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
+  f.extra = vec![
+    "--endpoint".into(),
+    moto.endpoint(),
+    "--region".into(),
+    "us-east-1".into(),
+  ];
+  f.env = vec![
+    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+  ];
+  deploy_upgrade_and_roll_back(&f);
+}
+
+#[test]
+fn bad_deploys_are_refused_by_name() {
+  let f = Fleet::new("bad");
+  // node takes no path; deploy of a config bucket mode cannot serve fails
+  // before anything is uploaded.
+  let (ok, _, err) = f.cli(&["node", "some/dir", "--node", "a"]);
+  assert!(!ok && err.contains("takes no Worker path"), "{err}");
+  let d = f.project("kv", "Obj");
+  let toml = std::fs::read_to_string(d.join("wrangler.toml")).unwrap();
+  std::fs::write(
+    d.join("wrangler.toml"),
+    format!("{toml}[[kv_namespaces]]\nbinding = \"KV\"\nid = \"k\"\n"),
+  )
+  .unwrap();
+  let (ok, _, err) = f.cli(&["deploy", d.to_str().unwrap()]);
+  assert!(
+    !ok && err.contains("`kv_namespaces` are not supported in bucket mode yet"),
+    "{err}"
+  );
+  let (ok, _, err) = f.cli(&["rollback", "nope"]);
+  assert!(!ok && err.contains("there is no version nope"), "{err}");
+  assert!(!f.dir.join("bucket/deploy").exists());
+}
