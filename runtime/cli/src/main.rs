@@ -430,8 +430,11 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
   let peer = match internal_peer {
     Some((peer, internal)) => {
+      if let Some((_, v)) = &watch {
+        peer.set_version(v);
+      }
       peer
-        .serve(internal, pool.router())
+        .serve(internal, pool.router(), args.data.clone())
         .map_err(anyhow::Error::msg)?;
       Some(peer)
     }

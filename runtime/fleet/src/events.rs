@@ -3,6 +3,40 @@
 //! `cellhost::events` with a stable `event` name and stable field names
 //! (`--log-format json` prints them one JSON object per line).
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// One event as the operator page shows it.
+#[derive(Clone, Debug)]
+pub struct Recent {
+  pub at_ms: u64,
+  pub event: &'static str,
+  pub scope: String,
+  pub detail: String,
+}
+
+/// The last events of this process, newest last (the operator page's).
+static RECENT: Mutex<VecDeque<Recent>> = Mutex::new(VecDeque::new());
+const KEEP: usize = 200;
+
+fn remember(event: &'static str, scope: &str, detail: String) {
+  let mut r = RECENT.lock().unwrap();
+  if r.len() >= KEEP {
+    r.pop_front();
+  }
+  r.push_back(Recent {
+    at_ms: crate::now_ms(),
+    event,
+    scope: scope.to_string(),
+    detail,
+  });
+}
+
+/// This process's recent ownership events, oldest first.
+pub fn recent() -> Vec<Recent> {
+  RECENT.lock().unwrap().iter().cloned().collect()
+}
+
 /// A cell taken by this node: `previous` names the node it was taken from
 /// (a takeover), `restored` the LTX objects its database was rebuilt from.
 pub(crate) fn acquired(
@@ -22,16 +56,26 @@ pub(crate) fn acquired(
     restored_objects = restored,
     "took {scope} at epoch {epoch}"
   );
+  match previous {
+    Some(p) => remember(
+      "cell.takeover",
+      scope,
+      format!("epoch {epoch}, from node {p}, {restored} LTX objects restored"),
+    ),
+    None => remember("cell.acquired", scope, format!("epoch {epoch}")),
+  }
 }
 
 /// A cell this node released (clean shutdown).
 pub(crate) fn released(node: &str, scope: &str, epoch: u64) {
   tracing::info!(target: "cellhost::events", event = "cell.released", node, scope, epoch, "released {scope}");
+  remember("cell.released", scope, format!("epoch {epoch}"));
 }
 
 /// A cell whose writes this node may no longer acknowledge.
 pub(crate) fn lost(node: &str, scope: &str, reason: &str) {
   tracing::warn!(target: "cellhost::events", event = "cell.lost", node, scope, reason, "lost {scope}: {reason}");
+  remember("cell.lost", scope, reason.to_string());
 }
 
 /// This node fences itself (the process exits next).

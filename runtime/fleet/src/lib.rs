@@ -36,6 +36,8 @@ use cellhost_logic::Token;
 pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 pub use cellhost_logic::wake::Hint;
+pub use events::{Recent, recent};
+pub use own::{read_lease, read_own};
 pub use pitr::BucketPoint;
 pub use route::Route;
 
@@ -182,6 +184,14 @@ impl Fleet {
 
   pub fn bucket(&self) -> &Bucket {
     &self.bucket
+  }
+
+  /// The cells this node holds, with their epochs.
+  pub fn held(&self) -> Vec<(String, u64)> {
+    let owned = self.owned.lock().unwrap();
+    let mut v: Vec<(String, u64)> = owned.iter().map(|(s, (e, _))| (s.clone(), *e)).collect();
+    v.sort();
+    v
   }
 
   /// Whether this node holds `scope` now (no store access).

@@ -14,7 +14,7 @@ use cellhost_logic::{ReadResult, StoreError, Token};
 use crate::codec::*;
 use crate::{Upload, now_ms};
 
-pub(crate) async fn read_own(bucket: &Bucket, scope: &str) -> ReadResult<OwnRecord> {
+pub async fn read_own(bucket: &Bucket, scope: &str) -> ReadResult<OwnRecord> {
   match bucket.get(&own_key(scope)).await.map_err(store_err)? {
     None => Ok(None),
     Some((b, v)) => Ok(Some((parse_own(&b)?, token(&v)))),

@@ -13,6 +13,7 @@
 
 mod client;
 mod forward;
+mod operator;
 mod secret;
 mod server;
 mod wire;
@@ -37,6 +38,8 @@ struct Inner {
   rt: tokio::runtime::Runtime,
   /// Forwarded calls being answered now.
   inflight: std::sync::atomic::AtomicUsize,
+  /// The deployment this node serves (`cellhost node`), for the page.
+  version: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -63,6 +66,7 @@ impl Peer {
         client: client::Client::default(),
         rt,
         inflight: Default::default(),
+        version: Default::default(),
       }),
     }))
   }
@@ -75,13 +79,46 @@ impl Peer {
       .load(std::sync::atomic::Ordering::SeqCst)
   }
 
+  /// The deployment version this node serves.
+  pub fn set_version(&self, v: &str) {
+    *self.inner.version.lock().unwrap() = Some(v.to_string());
+  }
+
   /// Serves forwarded calls on `listener` (the node's `--internal-listen`),
-  /// into this node's isolates through `router`.
+  /// into this node's isolates through `router`, and the operator page
+  /// (`data_dir`: where the cells' databases are). Also reports this node
+  /// (`telemetry/nodes/<node>.json`) every 2 s for the other nodes' pages.
   pub fn serve(
     &self,
     listener: std::net::TcpListener,
     router: cellhost_ext::Router,
+    data_dir: std::path::PathBuf,
   ) -> Result<(), String> {
-    server::spawn(self.inner.clone(), listener, router)
+    let page = operator::Page {
+      router: router.clone(),
+      data_dir,
+    };
+    server::spawn(self.inner.clone(), listener, router, Arc::new(page))?;
+    let inner = self.inner.clone();
+    let started_ms = cellhost_fleet::now_ms();
+    self.inner.rt.spawn(async move {
+      loop {
+        let f = &inner.fleet;
+        let version = inner.version.lock().unwrap().clone();
+        let body = serde_json::json!({
+          "node": f.node(),
+          "version": version,
+          "started_ms": started_ms,
+          "updated_ms": cellhost_fleet::now_ms(),
+          "held_cells": f.held().len(),
+          "inflight": inner.inflight.load(std::sync::atomic::Ordering::Relaxed),
+        });
+        let key = format!("telemetry/nodes/{}.json", f.node());
+        // Best effort: the page shows when it was last reported.
+        let _ = f.bucket().put(&key, body.to_string().into_bytes()).await;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+      }
+    });
+    Ok(())
   }
 }

@@ -25,6 +25,7 @@ pub(crate) fn spawn(
   inner: Arc<Inner>,
   listener: std::net::TcpListener,
   router: Router,
+  page: Arc<crate::operator::Page>,
 ) -> Result<(), String> {
   listener.set_nonblocking(true).map_err(|e| e.to_string())?;
   let rt = inner.rt.handle().clone();
@@ -38,13 +39,20 @@ pub(crate) fn spawn(
         continue;
       };
       let _ = stream.set_nodelay(true);
-      let (inner, router) = (inner.clone(), router.clone());
+      let (inner, router, page) = (inner.clone(), router.clone(), page.clone());
       tokio::spawn(async move {
-        let svc = hyper::service::service_fn(move |req| {
-          let (inner, router) = (inner.clone(), router.clone());
-          async move { Ok::<_, Infallible>(handle(inner, router, req).await) }
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+          let (inner, router, page) = (inner.clone(), router.clone(), page.clone());
+          async move {
+            let path = req.uri().path();
+            if path == "/_cellhost" || (path.starts_with("/_cellhost/") && path != FORWARD_PATH) {
+              return Ok::<_, Infallible>(crate::operator::handle(&inner, &page, &req).await);
+            }
+            Ok::<_, Infallible>(handle(inner, router, req).await)
+          }
         });
-        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        // HTTP/2 from peers, HTTP/1.1 from an operator's browser.
+        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
           .serve_connection(TokioIo::new(stream), svc)
           .await;
       });
