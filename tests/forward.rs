@@ -271,7 +271,28 @@ fn a_forwarded_call_whose_owner_dies_is_refused_with_503_and_not_replayed() {
 
 #[test]
 fn sigterm_drains_the_calls_in_flight_then_hands_the_cells_over() {
-  let n = Nodes::new("drain");
+  drains(&Nodes::new("drain"));
+}
+
+#[test]
+fn sigterm_drains_on_s3_through_moto() {
+  let moto = bucket_common::Moto::start();
+  let mut n = Nodes::new("drain-s3");
+  n.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
+  n.extra = vec![
+    "--endpoint".into(),
+    moto.endpoint(),
+    "--region".into(),
+    "us-east-1".into(),
+  ];
+  n.env = vec![
+    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+  ];
+  drains(&n);
+}
+
+fn drains(n: &Nodes) {
   let a = n.start("a");
   let b = n.start("b");
   assert_eq!(text(&a, "/bump"), "1");

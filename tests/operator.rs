@@ -5,10 +5,12 @@
 //! The JSON API gives the same data; neither answers without the fleet
 //! secret.
 
+#[path = "../runtime/bucket/tests/common/mod.rs"]
+mod bucket_common;
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -67,17 +69,60 @@ fn the_operator_page_shows_the_fleet_in_a_browser() {
   let _ = std::fs::remove_dir_all(&dir);
   std::fs::create_dir_all(dir.join("bucket")).unwrap();
   let bucket = format!("file://{}", dir.join("bucket").display());
-  let src = project("operator", WORKER, OBJ_BINDING);
+  let opts = cellhost_bucket::BucketOptions::default();
+  page(&dir, &bucket, &opts, &[], &[]);
+}
+
+#[test]
+fn the_operator_page_on_s3_through_moto() {
+  let moto = bucket_common::Moto::start();
+  let dir = std::env::temp_dir().join(format!("cellhost-operator-s3-{}", std::process::id()));
+  let _ = std::fs::remove_dir_all(&dir);
+  std::fs::create_dir_all(&dir).unwrap();
+  let bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
+  let endpoint = moto.endpoint();
+  let extra = ["--endpoint", endpoint.as_str(), "--region", "us-east-1"];
+  let env = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+  ];
+  page(&dir, &bucket, &moto.options(), &extra, &env);
+}
+
+/// fleet/secret.json's secret, read from the bucket as a node reads it.
+fn fleet_secret(bucket: &str, opts: &cellhost_bucket::BucketOptions) -> String {
+  let b = cellhost_bucket::Bucket::open(bucket, opts).unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
+  let (bytes, _) = rt.block_on(b.get("fleet/secret.json")).unwrap().unwrap();
+  let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+  v["secret"].as_str().unwrap().to_string()
+}
+
+/// The page's checks on any bucket.
+fn page(
+  dir: &Path,
+  bucket: &str,
+  opts: &cellhost_bucket::BucketOptions,
+  extra: &[&str],
+  env: &[(&str, &str)],
+) {
+  let tag = dir.file_name().unwrap().to_string_lossy().into_owned();
+  let src = project(&tag, WORKER, OBJ_BINDING);
   let out = Command::new(cellhost_bin())
     .args([
       "deploy",
       src.to_str().unwrap(),
       "--bucket",
-      &bucket,
+      bucket,
       "--message",
       "page test",
       "--json",
     ])
+    .args(extra)
+    .envs(env.iter().copied())
     .output()
     .unwrap();
   assert!(
@@ -89,30 +134,26 @@ fn the_operator_page_shows_the_fleet_in_a_browser() {
   let version = deployed["version"].as_str().unwrap().to_string();
   let start = |name: &str| {
     let data: PathBuf = dir.join(format!("data-{name}"));
-    Cellhost::try_start_cmd(
-      &[
-        "node",
-        "--bucket",
-        &bucket,
-        "--node",
-        name,
-        "--data",
-        data.to_str().unwrap(),
-        "--isolates",
-        "1",
-      ],
-      &[],
-    )
-    .unwrap()
+    let mut args = vec![
+      "node",
+      "--bucket",
+      bucket,
+      "--node",
+      name,
+      "--data",
+      data.to_str().unwrap(),
+      "--isolates",
+      "1",
+    ];
+    args.extend(extra);
+    Cellhost::try_start_cmd(&args, env).unwrap()
   };
   let a = start("a");
   let b = start("b");
   assert_eq!(get(a.addr, "/").text(), "1");
   assert_eq!(get(b.addr, "/").text(), "2");
   let page = internal(&a);
-  let raw = std::fs::read_to_string(dir.join("bucket/fleet/secret.json")).unwrap();
-  let secret: serde_json::Value = serde_json::from_str(&raw[raw.find('{').unwrap()..]).unwrap();
-  let secret = secret["secret"].as_str().unwrap().to_string();
+  let secret = fleet_secret(bucket, opts);
 
   // Without the secret: nothing.
   let r = request(page, "GET", "/_cellhost/api/state", &[], b"").unwrap();
