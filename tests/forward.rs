@@ -297,6 +297,10 @@ fn drains(n: &Nodes) {
   let b = n.start("b");
   assert_eq!(text(&a, "/bump"), "1");
   assert_eq!(text(&b, "/bump"), "2"); // b's route to a is cached
+  // A WebSocket on a, open across the drain.
+  let (mut ws, _) = connect(format!("ws://{}/ws?name=x", a.addr)).expect("connect");
+  ws.send(Message::text("hi")).unwrap();
+  assert_eq!(ws.read().unwrap().to_text().unwrap(), "pong:hi:3");
   let addr = a.addr;
   let slow = std::thread::spawn(move || request(addr, "GET", "/slow?name=x", &[], b"").unwrap());
   std::thread::sleep(Duration::from_millis(500));
@@ -305,6 +309,15 @@ fn drains(n: &Nodes) {
     .status()
     .unwrap();
   assert!(term.success());
+  // The socket is closed at once with 1012 (Service Restart): its client
+  // reconnects, through another node.
+  match ws.read() {
+    Ok(Message::Close(Some(f))) => {
+      assert_eq!(u16::from(f.code), 1012);
+      assert_eq!(f.reason.as_str(), "cellhost node restarting");
+    }
+    other => panic!("{other:?}"),
+  }
   std::thread::sleep(Duration::from_millis(300));
   // Draining: a takes no new calls; b's forwarded one is refused (nothing
   // ran, so it names the owner), and a's port is closed.
@@ -322,9 +335,9 @@ fn drains(n: &Nodes) {
   assert!(a.log().contains("drained in"), "{}", a.log());
   // The cell was released: b takes it at once, with every write.
   let t = Instant::now();
-  assert_eq!(text(&b, "/count"), "2/1");
+  assert_eq!(text(&b, "/count"), "3/1");
   assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-  assert_eq!(text(&b, "/bump"), "3");
+  assert_eq!(text(&b, "/bump"), "4");
 }
 
 /// The status the internal listener at `addr` answers a POST to the

@@ -61,11 +61,20 @@ pub fn accept_key(key: &[u8]) -> String {
   tokio_tungstenite::tungstenite::handshake::derive_accept_key(key)
 }
 
+/// What a client hears when its node drains (SIGTERM, an upgrade).
+pub const RESTART_REASON: &str = "cellhost node restarting";
+
 /// Serves endpoint `ep` on an upgraded server connection. A peer's Close
 /// goes to JavaScript like any frame; the runtime's answer to it is sent
 /// from there (after the frames sent before it), not by the protocol layer.
-pub async fn serve_upgraded<S>(io: S, ep: Endpoint)
-where
+/// When `stop` turns true (the node drains), the client gets a Close 1012
+/// (Service Restart) and JavaScript the same close, as if the client had
+/// sent it, so the object's handler runs while this node still owns it.
+pub async fn serve_upgraded<S>(
+  io: S,
+  ep: Endpoint,
+  stop: Option<tokio::sync::watch::Receiver<bool>>,
+) where
   S: AsyncRead + AsyncWrite + Unpin,
 {
   use fastwebsockets::{FragmentCollectorRead, Frame, OpCode, Payload, WebSocket};
@@ -76,6 +85,7 @@ where
   let mut read = FragmentCollectorRead::new(read);
   let write = Rc::new(tokio::sync::Mutex::new(write));
   let Endpoint { tx, mut rx } = ep;
+  let (stop_tx, closer) = (tx.clone(), write.clone());
   let pongs = write.clone();
   let inbound = async move {
     loop {
@@ -140,7 +150,23 @@ where
       }
     }
   };
-  tokio::join!(inbound, outbound);
+  let stopped = async move {
+    let drained = match stop {
+      Some(mut s) => s.wait_for(|d| *d).await.is_ok(),
+      None => false,
+    };
+    // A dropped sender is no drain.
+    if !drained {
+      std::future::pending::<()>().await;
+    }
+  };
+  tokio::select! {
+    _ = async { tokio::join!(inbound, outbound) } => {}
+    _ = stopped => {
+      let _ = stop_tx.send(WsMsg::Close(1012, RESTART_REASON.into()));
+      let _ = closer.lock().await.write_frame(fastwebsockets::Frame::close(1012, RESTART_REASON.as_bytes())).await;
+    }
+  }
 }
 
 /// Runs the client side of the wire protocol for `ep` until both

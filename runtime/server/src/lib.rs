@@ -208,7 +208,8 @@ async fn accept_loop(
     tokio::task::spawn_local(async move {
       let svc = hyper::service::service_fn(move |req| {
         let counted = InFlight::new(&drain);
-        let answer = handle(req, index, pool.clone(), limits, assets.clone());
+        let stop = drain.started.subscribe();
+        let answer = handle(req, index, pool.clone(), limits, assets.clone(), stop);
         let gate = gate.clone();
         let drain = drain.clone();
         async move {
@@ -250,6 +251,7 @@ async fn handle(
   pool: IsolatePool,
   limits: Limits,
   assets: Option<Arc<Assets>>,
+  stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Response<ReplyStream>, Infallible> {
   let head = req.uri().to_string().len()
     + req
@@ -334,7 +336,7 @@ async fn handle(
     Err(_) => return Ok(error_response("the isolate dropped the request")),
   };
   if let ReplyBody::WebSocket(_) = &reply.body {
-    return Ok(upgrade_response(reply, upgrade));
+    return Ok(upgrade_response(reply, upgrade, stop));
   }
   Ok(to_response(reply))
 }
@@ -411,6 +413,7 @@ fn websocket_key(req: &Request<Incoming>) -> Option<String> {
 fn upgrade_response(
   reply: HttpReply,
   upgrade: Option<(String, hyper::upgrade::OnUpgrade)>,
+  stop: tokio::sync::watch::Receiver<bool>,
 ) -> Response<ReplyStream> {
   let ReplyBody::WebSocket(ep) = reply.body else {
     unreachable!("checked by the caller")
@@ -438,7 +441,7 @@ fn upgrade_response(
   }
   tokio::task::spawn_local(async move {
     match on_upgrade.await {
-      Ok(io) => cellhost_ext::ws::serve_upgraded(TokioIo::new(io), ep).await,
+      Ok(io) => cellhost_ext::ws::serve_upgraded(TokioIo::new(io), ep, Some(stop)).await,
       Err(e) => tracing::debug!("websocket upgrade: {e}"),
     }
   });
