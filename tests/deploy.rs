@@ -276,6 +276,14 @@ fn bad_deploys_are_refused_by_name() {
     !ok && err.contains("`kv_namespaces` are not supported in bucket mode yet"),
     "{err}"
   );
+  // A module that does not load is refused before upload too.
+  let d = f.project("broken", "Obj");
+  std::fs::write(d.join("worker.js"), "export default { fetch( };").unwrap();
+  let (ok, _, err) = f.cli(&["deploy", d.to_str().unwrap()]);
+  assert!(
+    !ok && err.contains("the Worker does not load") && err.contains("SyntaxError"),
+    "{err}"
+  );
   let (ok, _, err) = f.cli(&["rollback", "nope"]);
   assert!(!ok && err.contains("there is no version nope"), "{err}");
   assert!(!f.dir.join("bucket/deploy").exists());

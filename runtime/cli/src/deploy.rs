@@ -77,6 +77,27 @@ pub struct RollbackArgs {
   pub json: bool,
 }
 
+/// Starts the Worker in one isolate, without a bucket, as a node would:
+/// a module that does not parse or load is refused before any upload, so
+/// a fleet is never switched to a version its nodes cannot start.
+fn loads(mut worker: config::Worker) -> anyhow::Result<()> {
+  worker.spec.r2_buckets = crate::r2_buckets(&worker, (&None, &None), None, &[])?;
+  let opts = cellhost_host::PoolOptions {
+    isolates: 1,
+    cpu_limit: Duration::from_secs(30),
+    heap_limit_mb: 128,
+    max_subrequests: 1000,
+  };
+  let quiet: cellhost_host::ThreadHook = std::sync::Arc::new(|_, _| Box::pin(async {}));
+  cellhost_host::IsolatePool::start(worker.spec, opts, quiet)
+    .map(|_| ())
+    .map_err(|e| {
+      anyhow::anyhow!(
+        "the Worker does not load, so no node could serve it; nothing was uploaded: {e:#}"
+      )
+    })
+}
+
 fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
   Ok(
     tokio::runtime::Builder::new_multi_thread()
@@ -95,21 +116,30 @@ fn build(
   // Loaded as a node would load it: a config a node would refuse is
   // refused here, before anything is uploaded.
   let scratch = std::env::temp_dir().join(format!("cellhost-deploy-{}", std::process::id()));
-  let worker = config::load(&path, &scratch);
+  let worker = config::load(&path, &scratch).and_then(|w| {
+    crate::bucket_mode_refusals(&w)?;
+    let described = (
+      w.name.clone(),
+      w.spec.main.clone(),
+      w.spec.rules.clone(),
+      w.spec.durable_objects.clone(),
+    );
+    loads(w)?;
+    Ok(described)
+  });
   let _ = std::fs::remove_dir_all(&scratch);
-  let worker = worker?;
-  crate::bucket_mode_refusals(&worker)?;
+  let (worker_name, main, rules, durable_objects) = worker?;
   let (root, entry) = if path.is_dir() {
     (path.clone(), ".".to_string())
   } else {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     (path.parent().unwrap().to_path_buf(), name)
   };
-  if !worker.spec.main.starts_with(&root) {
+  if !main.starts_with(&root) {
     anyhow::bail!(
       "{}: main ({}) is outside the Worker's folder, so a node would not have it: deploy the folder that holds it",
       path.display(),
-      worker.spec.main.display()
+      main.display()
     );
   }
   let (mut files, skipped) = if path.is_dir() {
@@ -134,11 +164,7 @@ fn build(
       path: f.path.clone(),
       size: f.bytes.len() as u64,
       sha256: f.sha256.clone(),
-      module_type: worker
-        .spec
-        .rules
-        .kind_of(&f.path)
-        .map(|k| k.name().to_string()),
+      module_type: rules.kind_of(&f.path).map(|k| k.name().to_string()),
     })
     .collect();
   let described = if path.is_dir() {
@@ -153,7 +179,7 @@ fn build(
     created_ms,
     message,
     content_hash,
-    worker: worker.name.clone(),
+    worker: worker_name,
     main: entry,
     compatibility_date: described
       .as_ref()
@@ -162,9 +188,7 @@ fn build(
       .as_ref()
       .map(|d| d.compatibility_flags.clone())
       .unwrap_or_default(),
-    classes: worker
-      .spec
-      .durable_objects
+    classes: durable_objects
       .iter()
       .map(|n| Class {
         name: n.class_name.clone(),

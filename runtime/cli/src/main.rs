@@ -381,7 +381,12 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
     anyhow::bail!("--pitr-days must be a number of days, 0 or more");
   }
   worker.spec.pitr_days = args.pitr_days;
-  worker.spec.r2_buckets = r2_buckets(&worker, &args, fleet_bucket, &args.r2)?;
+  worker.spec.r2_buckets = r2_buckets(
+    &worker,
+    (&args.endpoint, &args.region),
+    fleet_bucket,
+    &args.r2,
+  )?;
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())
@@ -412,7 +417,7 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   let peers = (!others.is_empty()).then(cellhost_host::Peers::default);
   // The other Workers first: the first one's bindings may call them at once.
   for mut other in others {
-    other.spec.r2_buckets = r2_buckets(&other, &args, None, &[])?;
+    other.spec.r2_buckets = r2_buckets(&other, (&args.endpoint, &args.region), None, &[])?;
     other.spec.peers = peers.clone();
     other.spec.pitr_days = args.pitr_days;
     let quiet: cellhost_host::ThreadHook = std::sync::Arc::new(|_, _| Box::pin(async {}));
@@ -644,7 +649,7 @@ fn wire_events(
 /// `<data>/r2/<bucket_name>`.
 fn r2_buckets(
   worker: &config::Worker,
-  args: &RunArgs,
+  (endpoint, region): (&Option<String>, &Option<String>),
   fleet: Option<cellhost_bucket::Bucket>,
   flags: &[String],
 ) -> anyhow::Result<Option<std::sync::Arc<cellhost_r2::R2Buckets>>> {
@@ -662,8 +667,8 @@ fn r2_buckets(
     return Ok(None);
   }
   let opts = cellhost_bucket::BucketOptions {
-    endpoint: args.endpoint.clone(),
-    region: args.region.clone(),
+    endpoint: endpoint.clone(),
+    region: region.clone(),
     config: Vec::new(),
   };
   let mut out = cellhost_r2::R2Buckets::default();
