@@ -243,17 +243,7 @@ fn a_fleet_serves_what_was_deployed_and_upgrades_in_place() {
 fn deploys_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
   let mut f = Fleet::new("s3");
-  f.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
-  f.extra = vec![
-    "--endpoint".into(),
-    moto.endpoint(),
-    "--region".into(),
-    "us-east-1".into(),
-  ];
-  f.env = vec![
-    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
-    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
-  ];
+  (f.bucket, f.extra, f.env) = moto.cellhost_args();
   deploy_upgrade_and_roll_back(&f);
 }
 

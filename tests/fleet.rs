@@ -369,17 +369,7 @@ fn litestream_restores_a_cells_generation() {
 fn takeover_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
   let mut f = Fleet::local("s3");
-  f.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
-  f.extra = vec![
-    "--endpoint".into(),
-    moto.endpoint(),
-    "--region".into(),
-    "us-east-1".into(),
-  ];
-  f.env = vec![
-    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
-    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
-  ];
+  (f.bucket, f.extra, f.env) = moto.cellhost_args();
   let mut a = f.start("a");
   let b = f.start("b");
   for _ in 0..10 {

@@ -212,17 +212,7 @@ fn calls_for_a_cell_owned_elsewhere_are_served_by_its_owner() {
 fn calls_are_forwarded_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
   let mut n = Nodes::new("s3");
-  n.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
-  n.extra = vec![
-    "--endpoint".into(),
-    moto.endpoint(),
-    "--region".into(),
-    "us-east-1".into(),
-  ];
-  n.env = vec![
-    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
-    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
-  ];
+  (n.bucket, n.extra, n.env) = moto.cellhost_args();
   let a = n.start("a");
   let b = n.start("b");
   forwards_every_kind_of_call(&a, &b);
@@ -278,17 +268,7 @@ fn sigterm_drains_the_calls_in_flight_then_hands_the_cells_over() {
 fn sigterm_drains_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
   let mut n = Nodes::new("drain-s3");
-  n.bucket = format!("s3://{}", bucket_common::MOTO_BUCKET);
-  n.extra = vec![
-    "--endpoint".into(),
-    moto.endpoint(),
-    "--region".into(),
-    "us-east-1".into(),
-  ];
-  n.env = vec![
-    ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
-    ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
-  ];
+  (n.bucket, n.extra, n.env) = moto.cellhost_args();
   drains(&n);
 }
 

@@ -79,6 +79,25 @@ impl Moto {
     format!("http://127.0.0.1:{}", self.port)
   }
 
+  /// What a `cellhost` process needs to use this server as its bucket:
+  /// the bucket URL, the flags (endpoint, region) and the environment
+  /// (dummy keys).
+  pub fn cellhost_args(&self) -> (String, Vec<String>, Vec<(String, String)>) {
+    (
+      format!("s3://{MOTO_BUCKET}"),
+      vec![
+        "--endpoint".into(),
+        self.endpoint(),
+        "--region".into(),
+        "us-east-1".into(),
+      ],
+      vec![
+        ("AWS_ACCESS_KEY_ID".into(), "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "testing".into()),
+      ],
+    )
+  }
+
   /// Options for `Bucket::open("s3://…")` against this server, with dummy keys.
   pub fn options(&self) -> cellhost_bucket::BucketOptions {
     cellhost_bucket::BucketOptions {
