@@ -249,6 +249,15 @@ fn a_deleted_lease_record_fences_at_once() {
   std::fs::remove_file(f.dir.join("bucket/nodes/a.json")).unwrap();
   // The next renewal (every ttl/3) finds it gone: the node fences.
   assert_fences(&mut a, Duration::from_secs(5));
+  // ... and records it for the other nodes' operator pages.
+  let fences: Vec<String> = std::fs::read_dir(f.dir.join("bucket/telemetry/fences"))
+    .unwrap()
+    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    .collect();
+  assert!(
+    fences.len() == 1 && fences[0].starts_with("a-"),
+    "{fences:?}"
+  );
 }
 
 #[test]

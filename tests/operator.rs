@@ -228,6 +228,8 @@ fn page(
     cells[0]
   );
   assert!(rows("events")[0].contains("cell.acquired"), "{dom}");
+  // Nobody fenced: the fleet's fence table is there, empty.
+  assert!(rows("fences")[0].contains("none"), "{dom}");
   let shot = dir.join("operator.png");
   let out = chromium()
     .arg(format!("--screenshot={}", shot.display()))

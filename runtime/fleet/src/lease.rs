@@ -52,11 +52,25 @@ impl LeaseState {
   }
 }
 
-/// Logs the fence line and exits with code 3. The crate's unit tests keep
-/// their process: they record the line, and the keeper stops.
-fn fence(state: &LeaseState, node: &str, line: &str) {
+/// Where a fence is recorded for the operator pages of the other nodes.
+pub(crate) const FENCES: &str = "telemetry/fences";
+
+/// Stops acknowledging, logs the fence line, records it in the bucket (best
+/// effort, at most 300 ms: the store may be why the node fences) and exits
+/// with code 3. The crate's unit tests keep their process: they record the
+/// line, and the keeper stops.
+async fn fence(state: &LeaseState, bucket: &Bucket, node: &str, line: &str) {
+  state.close();
   crate::events::fenced(node, line);
   eprintln!("{line}");
+  let at = now_ms();
+  let record = serde_json::json!({ "node": node, "at_ms": at, "reason": line }).to_string();
+  let key = format!("{FENCES}/{node}-{at}.json");
+  let _ = tokio::time::timeout(
+    Duration::from_millis(300),
+    bucket.put(&key, record.into_bytes()),
+  )
+  .await;
   #[cfg(test)]
   {
     *state.fenced.lock().unwrap() = Some(line.to_string());
@@ -130,7 +144,13 @@ pub fn spawn(
           match write_answer(&mut k, &node, lease.expires_ms, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
-              fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
+              fence(
+                &state,
+                &bucket,
+                &node,
+                &format!("SELF-FENCE: node {node}: {e}"),
+              )
+              .await;
               break;
             }
           }
@@ -143,7 +163,13 @@ pub fn spawn(
           match write_answer(&mut k, &node, lease.expires_ms, w) {
             Ok(a) => k.on_write(a, now_ms()),
             Err(e) => {
-              fence(&state, &node, &format!("SELF-FENCE: node {node}: {e}"));
+              fence(
+                &state,
+                &bucket,
+                &node,
+                &format!("SELF-FENCE: node {node}: {e}"),
+              )
+              .await;
               break;
             }
           }
@@ -156,11 +182,8 @@ pub fn spawn(
           if state.closing.load(Ordering::SeqCst) {
             break; // shutting down: nothing is acknowledged any more anyway
           }
-          fence(
-            &state,
-            &node,
-            &k.fence_line().unwrap_or_else(|| reason.log_line(&node)),
-          );
+          let line = k.fence_line().unwrap_or_else(|| reason.log_line(&node));
+          fence(&state, &bucket, &node, &line).await;
           break;
         }
       };

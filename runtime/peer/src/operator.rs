@@ -1,6 +1,7 @@
 //! The operator page on the internal listener: `/_cellhost/` (HTML, rendered
 //! here, refreshing itself every 2 s) and the same data as JSON under
-//! `/_cellhost/api/` (`state`, `nodes`, `cells`, `deployment`, `events`).
+//! `/_cellhost/api/` (`state`, `nodes`, `cells`, `deployment`, `events`,
+//! `fences`).
 //! Nodes, cells and the deployment come from the bucket, so every node's
 //! page shows the whole fleet; WAL size and last write are this node's
 //! (for the cells it holds), and the events are this process's.
@@ -107,6 +108,7 @@ pub(crate) async fn handle(
     "/_cellhost/api/cells" => json(&state["cells"]),
     "/_cellhost/api/deployment" => json(&state["deployment"]),
     "/_cellhost/api/events" => json(&state["events"]),
+    "/_cellhost/api/fences" => json(&state["fences"]),
     _ => respond(
       StatusCode::NOT_FOUND,
       "text/plain",
@@ -121,12 +123,13 @@ async fn state(inner: &Arc<Inner>, page: &Page) -> Value {
   let fleet = &inner.fleet;
   let bucket = fleet.bucket().clone();
   let now = cellhost_fleet::now_ms();
-  let (nodes, cells, deployment) = fleet
+  let (nodes, cells, deployment, fences) = fleet
     .run(async move {
       let nodes = nodes(&bucket, now).await;
       let cells = cells(&bucket).await;
       let deployment = deployment(&bucket).await;
-      (nodes, cells, deployment)
+      let fences = fences(&bucket).await;
+      (nodes, cells, deployment, fences)
     })
     .await;
   let held: std::collections::HashMap<String, u64> = fleet.held().into_iter().collect();
@@ -156,7 +159,27 @@ async fn state(inner: &Arc<Inner>, page: &Page) -> Value {
     "cells": cells,
     "deployment": deployment,
     "events": events,
+    "fences": fences,
   })
+}
+
+/// The fleet's recent fences, newest first (each fencing node records its
+/// own, best effort, in `telemetry/fences/`).
+async fn fences(bucket: &cellhost_bucket::Bucket) -> Vec<Value> {
+  let Ok(keys) = bucket.list("telemetry/fences").await else {
+    return vec![];
+  };
+  let mut out = Vec::new();
+  for o in keys {
+    if let Ok(Some((b, _))) = bucket.get(&o.key).await
+      && let Ok(v) = serde_json::from_slice::<Value>(&b)
+    {
+      out.push(v);
+    }
+  }
+  out.sort_by_key(|v| std::cmp::Reverse(v["at_ms"].as_u64().unwrap_or(0)));
+  out.truncate(20);
+  out
 }
 
 /// The WAL of a cell held here: its size and last change (ms).
@@ -422,6 +445,14 @@ fn render(s: &Value) -> String {
       ("scope", "cell"),
       ("detail", "detail"),
     ],
+  );
+  o.push_str("<h2>Recent fences in the fleet</h2>");
+  let fences = timed(&s["fences"], &["at_ms"], now);
+  table(
+    &mut o,
+    "fences",
+    &fences,
+    &[("at_ms", "when"), ("node", "node"), ("reason", "reason")],
   );
   o.push_str("<p>Same data as JSON: <a href=\"/_cellhost/api/state\">/_cellhost/api/state</a> (nodes, cells, deployment, events).</p></body></html>\n");
   o
