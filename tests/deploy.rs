@@ -278,3 +278,78 @@ fn bad_deploys_are_refused_by_name() {
   assert!(!ok && err.contains("there is no version nope"), "{err}");
   assert!(!f.dir.join("bucket/deploy").exists());
 }
+
+/// Publishes the folder `dir` as a version without `cellhost deploy`'s
+/// checks (as an older cellhost, or a hand-made upload, could) and
+/// switches to it; returns its id.
+fn publish_unchecked(f: &Fleet, dir: &Path) -> String {
+  use cellhost_deploy::*;
+  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
+  let (files, _) = collect(dir).unwrap();
+  let entries: Vec<FileEntry> = files
+    .iter()
+    .map(|l| FileEntry {
+      path: l.path.clone(),
+      size: l.bytes.len() as u64,
+      sha256: l.sha256.clone(),
+      module_type: None,
+    })
+    .collect();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
+  let (current, token) = rt.block_on(read_current(&bucket)).unwrap().unwrap();
+  let prev = rt
+    .block_on(read_manifest(&bucket, &current.version))
+    .unwrap();
+  let hash = content_hash(&entries);
+  let now = std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .unwrap()
+    .as_millis() as u64;
+  let manifest = Manifest {
+    id: version_id(now, &hash),
+    created_ms: now,
+    message: Some("broken".into()),
+    content_hash: hash,
+    files: entries,
+    ..prev
+  };
+  rt.block_on(upload(&bucket, &manifest, &files, &|_| {}))
+    .unwrap();
+  rt.block_on(switch(&bucket, &manifest.id, Some((&current, &token)), now))
+    .unwrap();
+  manifest.id
+}
+
+#[test]
+fn a_version_a_node_cannot_start_is_refused_and_the_old_one_keeps_serving() {
+  let f = Fleet::new("rejected");
+  f.deploy(&f.project("v1", "Obj"), "good");
+  let a = f.node("a");
+  assert_eq!(wait_for(&a, "v1"), "v1:page-v1:1");
+  let broken = f.project("v2", "Obj");
+  std::fs::write(broken.join("worker.js"), "export default { fetch( };").unwrap();
+  let id = publish_unchecked(&f, &broken);
+  // The node tries it, refuses it by name, and keeps serving v1.
+  assert!(
+    a.wait_log("deploy.rejected", Duration::from_secs(10)),
+    "{}",
+    a.log()
+  );
+  assert!(
+    a.log()
+      .contains(&format!("version {id} cannot start on this node")),
+    "{}",
+    a.log()
+  );
+  assert_eq!(wait_for(&a, "v1"), "v1:page-v1:2");
+  assert!(!a.log().contains("upgrading to version"), "{}", a.log());
+  // The next good version is taken.
+  f.deploy(&f.project("v3", "Obj"), "fixed");
+  // (Each answer while waiting counted too: the count is past 2.)
+  let r = wait_for(&a, "v3");
+  let n: u64 = r.strip_prefix("v3:page-v3:").unwrap().parse().unwrap();
+  assert!(n > 2, "{r}");
+}

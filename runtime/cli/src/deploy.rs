@@ -447,15 +447,61 @@ pub fn fetch_current(bucket: &Bucket, data: &Path) -> anyhow::Result<(PathBuf, S
   Ok((path, manifest.id))
 }
 
-/// Resolves once `current.json` names another version than `serving`
-/// (polled every `poll_ms`; a read that fails is tried again).
-pub async fn changed(bucket: Bucket, serving: String, poll_ms: u64) -> String {
+/// Resolves once `current.json` names another version than `serving` that
+/// this node can start (polled every `poll_ms`; a read that fails is tried
+/// again). The version is downloaded into `data` and started in one
+/// isolate first: one that cannot start here is refused by name (an event,
+/// `deploy.rejected`) and the node goes on serving `serving`, so a bad
+/// version does not take the fleet down one node after another.
+pub async fn changed(bucket: Bucket, serving: String, poll_ms: u64, data: PathBuf) -> String {
+  let mut rejected: Option<String> = None;
   loop {
     tokio::time::sleep(Duration::from_millis(poll_ms)).await;
-    if let Ok(Some((c, _))) = cellhost_deploy::read_current(&bucket).await
-      && c.version != serving
-    {
-      return c.version;
+    let Ok(Some((c, _))) = cellhost_deploy::read_current(&bucket).await else {
+      continue;
+    };
+    if c.version == serving || rejected.as_ref() == Some(&c.version) {
+      continue;
+    }
+    match startable(&bucket, &c.version, &data).await {
+      Ok(()) => return c.version,
+      Err(e) => {
+        tracing::error!(
+          target: "cellhost::events",
+          event = "deploy.rejected",
+          version = c.version.as_str(),
+          serving = serving.as_str(),
+          "version {} cannot start on this node, so it keeps serving {serving}: {e:#}",
+          c.version
+        );
+        rejected = Some(c.version);
+      }
     }
   }
+}
+
+/// Downloads version `id` and starts it in one isolate, as `deploy` does.
+async fn startable(bucket: &Bucket, id: &str, data: &Path) -> anyhow::Result<()> {
+  let manifest = cellhost_deploy::read_manifest(bucket, id)
+    .await
+    .map_err(anyhow::Error::msg)?;
+  let dir = data.join("deploy").join(&manifest.id);
+  cellhost_deploy::download(bucket, &manifest, &dir)
+    .await
+    .map_err(anyhow::Error::msg)?;
+  let path = if manifest.main == "." {
+    dir
+  } else {
+    dir.join(&manifest.main)
+  };
+  tokio::task::spawn_blocking(move || {
+    let scratch = std::env::temp_dir().join(format!("cellhost-check-{}", std::process::id()));
+    let r = config::load(&path, &scratch).and_then(|w| {
+      crate::bucket_mode_refusals(&w)?;
+      loads(w)
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    r
+  })
+  .await?
 }

@@ -466,12 +466,13 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
     .enable_all()
     .build()?;
   let poll_ms = args.deploy_poll_ms.max(50);
+  let data = args.data.clone();
   let stop = rt.block_on(async {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let upgrade = async {
       match watch {
-        Some((bucket, version)) => deploy::changed(bucket, version, poll_ms).await,
+        Some((bucket, version)) => deploy::changed(bucket, version, poll_ms, data).await,
         None => std::future::pending().await,
       }
     };
