@@ -39,26 +39,22 @@ export default {{
   )
 }
 
-struct Fleet {
-  dir: PathBuf,
-  bucket: String,
-  extra: Vec<String>,
-  env: Vec<(String, String)>,
+/// The fleet of these tests (nodes run `cellhost node`: no worker path).
+type Fleet = Bucketed;
+
+fn fleet(tag: &str) -> Fleet {
+  Bucketed::new(&format!("deploy-{tag}"), PathBuf::new())
 }
 
-impl Fleet {
-  fn new(tag: &str) -> Fleet {
-    let dir = std::env::temp_dir().join(format!("cellhost-deploy-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("bucket")).unwrap();
-    Fleet {
-      bucket: format!("file://{}", dir.join("bucket").display()),
-      dir,
-      extra: vec![],
-      env: vec![],
-    }
-  }
+/// What these tests do with a fleet besides starting nodes.
+trait Deploys {
+  fn project(&self, version: &str, class: &str) -> PathBuf;
+  fn cli(&self, args: &[&str]) -> (bool, String, String);
+  fn deploy(&self, dir: &Path, message: &str) -> serde_json::Value;
+  fn node(&self, name: &str) -> Cellhost;
+}
 
+impl Deploys for Fleet {
   /// A project folder for `version`; `class` is the exported class name.
   fn project(&self, version: &str, class: &str) -> PathBuf {
     let d = self.dir.join(format!("src-{version}"));
@@ -111,29 +107,7 @@ impl Fleet {
   }
 
   fn node(&self, name: &str) -> Cellhost {
-    let data = self.dir.join(format!("data-{name}"));
-    let mut args = vec![
-      "node",
-      "--bucket",
-      &self.bucket,
-      "--node",
-      name,
-      "--data",
-      data.to_str().unwrap(),
-      "--lease-ttl-ms",
-      "3000",
-      "--isolates",
-      "1",
-      "--deploy-poll-ms",
-      "200",
-    ];
-    args.extend(self.extra.iter().map(String::as_str));
-    let env: Vec<(&str, &str)> = self
-      .env
-      .iter()
-      .map(|(k, v)| (k.as_str(), v.as_str()))
-      .collect();
-    Cellhost::try_start_cmd(&args, &env).unwrap_or_else(|e| panic!("node {name}: {e}"))
+    self.start(&["node", "--deploy-poll-ms", "200"], name)
   }
 }
 
@@ -236,20 +210,20 @@ fn deploy_upgrade_and_roll_back(f: &Fleet) {
 
 #[test]
 fn a_fleet_serves_what_was_deployed_and_upgrades_in_place() {
-  deploy_upgrade_and_roll_back(&Fleet::new("file"));
+  deploy_upgrade_and_roll_back(&fleet("file"));
 }
 
 #[test]
 fn deploys_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
-  let mut f = Fleet::new("s3");
+  let mut f = fleet("s3");
   (f.bucket, f.extra, f.env) = moto.cellhost_args();
   deploy_upgrade_and_roll_back(&f);
 }
 
 #[test]
 fn bad_deploys_are_refused_by_name() {
-  let f = Fleet::new("bad");
+  let f = fleet("bad");
   // node takes no path; deploy of a config bucket mode cannot serve fails
   // before anything is uploaded.
   let (ok, _, err) = f.cli(&["node", "some/dir", "--node", "a"]);
@@ -286,15 +260,7 @@ fn publish_unchecked(f: &Fleet, dir: &Path) -> String {
   use cellhost_deploy::*;
   let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
   let (files, _) = collect(dir).unwrap();
-  let entries: Vec<FileEntry> = files
-    .iter()
-    .map(|l| FileEntry {
-      path: l.path.clone(),
-      size: l.bytes.len() as u64,
-      sha256: l.sha256.clone(),
-      module_type: None,
-    })
-    .collect();
+  let entries: Vec<FileEntry> = files.iter().map(|l| l.entry(None)).collect();
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
     .build()
@@ -325,7 +291,7 @@ fn publish_unchecked(f: &Fleet, dir: &Path) -> String {
 
 #[test]
 fn a_version_a_node_cannot_start_is_refused_and_the_old_one_keeps_serving() {
-  let f = Fleet::new("rejected");
+  let f = fleet("rejected");
   f.deploy(&f.project("v1", "Obj"), "good");
   let a = f.node("a");
   assert_eq!(wait_for(&a, "v1"), "v1:page-v1:1");

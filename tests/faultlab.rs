@@ -515,6 +515,20 @@ impl Lab {
     }
   }
 
+  /// SIGTERMs node `i` and waits for its exit (a drain); one that takes
+  /// more than 10 s is a violation, and is killed.
+  fn terminate(&mut self, i: usize) {
+    self.slots[i].expect = Some(Expect::Term);
+    self.signal(i, "-TERM");
+    if !self.wait_exit(i, Duration::from_secs(10)) {
+      self.violations.push(format!(
+        "node {} did not exit within 10 s of SIGTERM",
+        self.slots[i].name
+      ));
+      self.kill(i);
+    }
+  }
+
   fn wait_exit(&mut self, i: usize, within: Duration) -> bool {
     let end = Instant::now() + within;
     while Instant::now() < end {
@@ -557,15 +571,7 @@ impl Lab {
       }
       FaultKind::Term => {
         let i = node.unwrap();
-        self.slots[i].expect = Some(Expect::Term);
-        self.signal(i, "-TERM");
-        if !self.wait_exit(i, Duration::from_secs(10)) {
-          self.violations.push(format!(
-            "node {} did not exit within 10 s of SIGTERM",
-            self.slots[i].name
-          ));
-          self.kill(i);
-        }
+        self.terminate(i);
         let delay = Duration::from_millis(self.rng.range(200, 1_500));
         self.slots[i].down_until = Some(Instant::now() + delay);
         self.supervise_for(delay);
@@ -577,15 +583,7 @@ impl Lab {
           if self.slots[i].proc.is_none() {
             continue;
           }
-          self.slots[i].expect = Some(Expect::Term);
-          self.signal(i, "-TERM");
-          if !self.wait_exit(i, Duration::from_secs(10)) {
-            self.violations.push(format!(
-              "node {} did not exit within 10 s of SIGTERM (rolling restart)",
-              self.slots[i].name
-            ));
-            self.kill(i);
-          }
+          self.terminate(i);
           self.start(i);
           let settle = Duration::from_millis(self.rng.range(300, 1_000));
           self.supervise_for(settle);
@@ -848,15 +846,7 @@ fn run_lab(kind: StoreKind) {
   // A clean stop: every node exits 0.
   for i in 0..lab.slots.len() {
     if lab.slots[i].proc.is_some() {
-      lab.slots[i].expect = Some(Expect::Term);
-      lab.signal(i, "-TERM");
-      if !lab.wait_exit(i, Duration::from_secs(10)) {
-        lab.violations.push(format!(
-          "node {} did not exit within 10 s of SIGTERM",
-          lab.slots[i].name
-        ));
-        lab.kill(i);
-      }
+      lab.terminate(i);
     }
   }
   lab.shared.stop_poller.store(true, Ordering::SeqCst);

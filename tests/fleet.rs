@@ -12,7 +12,6 @@ mod support;
 mod bucket_common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,58 +19,14 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-const TTL_MS: &str = "3000";
+/// Nodes of the counter example (unless `worker` is set) on one bucket.
+type Fleet = Bucketed;
 
-struct Fleet {
-  dir: PathBuf,
-  bucket: String,
-  worker: PathBuf,
-  env: Vec<(String, String)>,
-  extra: Vec<String>,
-}
-
-impl Fleet {
-  fn local(tag: &str) -> Fleet {
-    let dir = std::env::temp_dir().join(format!("cellhost-fleet-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("bucket")).unwrap();
-    let bucket = format!("file://{}", dir.join("bucket").display());
-    Fleet {
-      dir,
-      bucket,
-      worker: repo_root().join("examples/counter"),
-      env: vec![],
-      extra: vec![],
-    }
-  }
-
-  fn data(&self, node: &str) -> PathBuf {
-    self.dir.join(format!("data-{node}"))
-  }
-
-  fn start(&self, node: &str) -> Cellhost {
-    let data = self.data(node);
-    let mut args = vec![
-      "--data",
-      data.to_str().unwrap(),
-      "--bucket",
-      &self.bucket,
-      "--node",
-      node,
-      "--lease-ttl-ms",
-      TTL_MS,
-      "--isolates",
-      "1",
-    ];
-    args.extend(self.extra.iter().map(String::as_str));
-    let env: Vec<(&str, &str)> = self
-      .env
-      .iter()
-      .map(|(k, v)| (k.as_str(), v.as_str()))
-      .collect();
-    Cellhost::try_start_env(&self.worker, &args, &env)
-      .unwrap_or_else(|e| panic!("node {node}: {e}"))
-  }
+fn local(tag: &str) -> Fleet {
+  Bucketed::new(
+    &format!("fleet-{tag}"),
+    repo_root().join("examples/counter"),
+  )
 }
 
 fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
@@ -141,9 +96,9 @@ fn signal(ch: &Cellhost, sig: &str) {
 
 #[test]
 fn one_writer_per_cell_across_two_nodes() {
-  let mut f = Fleet::local("race");
+  let mut f = local("race");
   f.extra = vec!["--log-format".into(), "json".into()];
-  let nodes = [Arc::new(f.start("a")), Arc::new(f.start("b"))];
+  let nodes = [Arc::new(f.run("a")), Arc::new(f.run("b"))];
   // Per name: (node index, acknowledged count).
   type Acks = HashMap<String, Vec<(usize, u64)>>;
   let acks: Arc<Mutex<Acks>> = Default::default();
@@ -199,9 +154,9 @@ fn one_writer_per_cell_across_two_nodes() {
 
 #[test]
 fn takeover_after_sigkill_keeps_every_acknowledged_write() {
-  let f = Fleet::local("takeover");
-  let mut owner = f.start("a");
-  let mut standby = f.start("b");
+  let f = local("takeover");
+  let mut owner = f.run("a");
+  let mut standby = f.run("b");
   let mut acked = 0;
   for round in 0..3 {
     for _ in 0..20 {
@@ -215,7 +170,7 @@ fn takeover_after_sigkill_keeps_every_acknowledged_write() {
     let have = wait_count(&standby, "x", Duration::from_secs(15));
     assert_eq!(have, acked, "round {round}: acknowledged writes lost");
     // A new process of the dead node becomes the standby.
-    let next = f.start(node);
+    let next = f.run(node);
     owner = std::mem::replace(&mut standby, next);
   }
   assert_eq!(incr(&owner, "x"), Some(acked + 1));
@@ -223,9 +178,9 @@ fn takeover_after_sigkill_keeps_every_acknowledged_write() {
 
 #[test]
 fn a_stopped_owner_fences_itself_when_it_resumes() {
-  let f = Fleet::local("stop");
-  let mut a = f.start("a");
-  let b = f.start("b");
+  let f = local("stop");
+  let mut a = f.run("a");
+  let b = f.run("b");
   for _ in 0..5 {
     incr(&a, "y").unwrap();
   }
@@ -243,8 +198,8 @@ fn a_stopped_owner_fences_itself_when_it_resumes() {
 
 #[test]
 fn a_deleted_lease_record_fences_at_once() {
-  let f = Fleet::local("lease");
-  let mut a = f.start("a");
+  let f = local("lease");
+  let mut a = f.run("a");
   incr(&a, "w").unwrap();
   std::fs::remove_file(f.dir.join("bucket/nodes/a.json")).unwrap();
   // The next renewal (every ttl/3) finds it gone: the node fences.
@@ -262,9 +217,9 @@ fn a_deleted_lease_record_fences_at_once() {
 
 #[test]
 fn clean_shutdown_hands_cells_over_at_once() {
-  let f = Fleet::local("shutdown");
-  let mut a = f.start("a");
-  let b = f.start("b");
+  let f = local("shutdown");
+  let mut a = f.run("a");
+  let b = f.run("b");
   for _ in 0..3 {
     incr(&a, "z").unwrap();
   }
@@ -291,10 +246,10 @@ fn events(ch: &Cellhost, kind: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn ownership_changes_are_structured_events() {
-  let mut f = Fleet::local("events");
+  let mut f = local("events");
   f.extra = vec!["--log-format".into(), "json".into()];
-  let mut a = f.start("a");
-  let mut b = f.start("b");
+  let mut a = f.run("a");
+  let mut b = f.run("b");
   incr(&a, "e").unwrap();
   let taken = events(&a, "cell.acquired");
   assert_eq!(taken.len(), 1, "{}", a.log());
@@ -322,8 +277,8 @@ fn ownership_changes_are_structured_events() {
 /// as a node captured and uploaded it, into the cell's database.
 #[test]
 fn litestream_restores_a_cells_generation() {
-  let f = Fleet::local("litestream");
-  let mut a = f.start("a");
+  let f = local("litestream");
+  let mut a = f.run("a");
   for i in 1..=40 {
     assert_eq!(incr(&a, "lit"), Some(i));
   }
@@ -377,10 +332,10 @@ fn litestream_restores_a_cells_generation() {
 #[test]
 fn takeover_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
-  let mut f = Fleet::local("s3");
+  let mut f = local("s3");
   (f.bucket, f.extra, f.env) = moto.cellhost_args();
-  let mut a = f.start("a");
-  let b = f.start("b");
+  let mut a = f.run("a");
+  let b = f.run("b");
   for _ in 0..10 {
     incr(&a, "s").unwrap_or_else(|| panic!("{}", a.log()));
   }
@@ -411,15 +366,15 @@ export default {
 
 #[test]
 fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
-  let mut f = Fleet::local("alarm");
+  let mut f = local("alarm");
   f.worker = project("fleet-alarm", ALARM_WORKER, OBJ_BINDING);
-  let mut a = f.start("a");
+  let mut a = f.run("a");
   let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
   assert_eq!(r.text(), "armed", "{}", a.log());
   // The owner dies before the alarm is due; its schedule dies with it.
   a.child.kill().unwrap();
   a.child.wait().unwrap();
-  let b = f.start("b");
+  let b = f.run("b");
   // The first answer comes once a's lease expired and b took the cell.
   let fired = wait_count_text(&b, "1", Duration::from_secs(20));
   assert_eq!(fired, "1", "the alarm never fired on b:\n{}", b.log());
@@ -448,12 +403,12 @@ fn owner_of_obj(bucket: &std::path::Path) -> Option<(String, u64)> {
 
 #[test]
 fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
-  let mut f = Fleet::local("waker");
+  let mut f = local("waker");
   f.worker = project("fleet-waker", ALARM_WORKER, OBJ_BINDING);
   f.extra = vec!["--wake-poll-ms".into(), "300".into()];
   let bucket = f.dir.join("bucket");
-  let mut a = f.start("a");
-  let b = f.start("b");
+  let mut a = f.run("a");
+  let b = f.run("b");
   let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
   assert_eq!(r.text(), "armed", "{}", a.log());
   // The hint is in the fleet's index before setAlarm() answered.
@@ -484,14 +439,14 @@ fn the_waker_fires_an_alarm_whose_owner_died_while_nobody_calls() {
 
 #[test]
 fn a_node_restarted_without_its_data_fires_its_cells_alarms() {
-  let mut f = Fleet::local("rewake");
+  let mut f = local("rewake");
   f.worker = project("fleet-rewake", ALARM_WORKER, OBJ_BINDING);
   f.extra = vec!["--wake-poll-ms".into(), "300".into()];
   let bucket = f.dir.join("bucket");
   // b starts first and holds the waker role throughout; a's lease is live
   // again once it restarts, so only a itself can find its cell.
-  let _b = f.start("b");
-  let mut a = f.start("a");
+  let _b = f.run("b");
+  let mut a = f.run("a");
   let r = request(a.addr, "POST", "/arm?name=x", &[], b"").unwrap();
   assert_eq!(r.text(), "armed", "{}", a.log());
   let (_, epoch) = owner_of_obj(&bucket).unwrap();
@@ -500,7 +455,7 @@ fn a_node_restarted_without_its_data_fires_its_cells_alarms() {
   a.child.kill().unwrap();
   a.child.wait().unwrap();
   std::fs::remove_dir_all(f.data("a")).unwrap();
-  let a = f.start("a");
+  let a = f.run("a");
   fires_once_taken(&bucket, &a, |node, e| node == "a" && e > epoch);
   let _ = std::fs::remove_dir_all(&f.dir);
 }
@@ -521,10 +476,10 @@ fn hints_in(bucket: &std::path::Path) -> Vec<(String, u64)> {
 
 #[test]
 fn set_alarm_answers_only_once_a_hint_covers_it() {
-  let mut f = Fleet::local("hint");
+  let mut f = local("hint");
   f.worker = project("fleet-hint", ALARM_WORKER, OBJ_BINDING);
   let bucket = f.dir.join("bucket");
-  let mut a = f.start("a");
+  let mut a = f.run("a");
   let arm = |ch: &Cellhost, ms: u64| {
     let r = request(ch.addr, "POST", &format!("/arm?name=x&ms={ms}"), &[], b"").unwrap();
     assert_eq!(r.text(), "armed", "{}", ch.log());
@@ -536,7 +491,7 @@ fn set_alarm_answers_only_once_a_hint_covers_it() {
   a.child.kill().unwrap();
   a.child.wait().unwrap();
   std::fs::remove_dir_all(bucket.join("wake/entries")).unwrap();
-  let a = f.start("a");
+  let a = f.run("a");
   arm(&a, 120_000);
   // A hint is back, due no later than the stored alarm (two minutes on).
   let (hints, now) = (hints_in(&bucket), cellhost_fleet::now_ms());

@@ -10,7 +10,6 @@
 mod bucket_common;
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -77,53 +76,13 @@ export default {
 };
 "#;
 
-const TTL_MS: &str = "3000";
+/// Nodes of `WORKER` on one bucket.
+type Nodes = Bucketed;
 
-struct Nodes {
-  dir: PathBuf,
-  bucket: String,
-  worker: PathBuf,
-  extra: Vec<String>,
-  env: Vec<(String, String)>,
-}
-
-impl Nodes {
-  fn new(tag: &str) -> Nodes {
-    let dir = std::env::temp_dir().join(format!("cellhost-forward-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("bucket")).unwrap();
-    Nodes {
-      bucket: format!("file://{}", dir.join("bucket").display()),
-      worker: project(&format!("forward-{tag}"), WORKER, OBJ_BINDING),
-      dir,
-      extra: vec![],
-      env: vec![],
-    }
-  }
-
-  fn start(&self, node: &str) -> Cellhost {
-    let data = self.dir.join(format!("data-{node}"));
-    let mut args = vec![
-      "--data",
-      data.to_str().unwrap(),
-      "--bucket",
-      &self.bucket,
-      "--node",
-      node,
-      "--lease-ttl-ms",
-      TTL_MS,
-      "--isolates",
-      "1",
-    ];
-    args.extend(self.extra.iter().map(String::as_str));
-    let env: Vec<(&str, &str)> = self
-      .env
-      .iter()
-      .map(|(k, v)| (k.as_str(), v.as_str()))
-      .collect();
-    Cellhost::try_start_env(&self.worker, &args, &env)
-      .unwrap_or_else(|e| panic!("node {node}: {e}"))
-  }
+fn nodes(tag: &str) -> Nodes {
+  let tag = format!("forward-{tag}");
+  let worker = project(&tag, WORKER, OBJ_BINDING);
+  Bucketed::new(&tag, worker)
 }
 
 /// The internal address a node advertised (from its log line).
@@ -192,9 +151,9 @@ fn forwards_every_kind_of_call(a: &Cellhost, b: &Cellhost) {
 
 #[test]
 fn calls_for_a_cell_owned_elsewhere_are_served_by_its_owner() {
-  let n = Nodes::new("file");
-  let a = n.start("a");
-  let b = n.start("b");
+  let n = nodes("file");
+  let a = n.run("a");
+  let b = n.run("b");
   forwards_every_kind_of_call(&a, &b);
   // The internal listener takes calls with the fleet secret only.
   let addr = internal_address(&b);
@@ -211,18 +170,18 @@ fn calls_for_a_cell_owned_elsewhere_are_served_by_its_owner() {
 #[test]
 fn calls_are_forwarded_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
-  let mut n = Nodes::new("s3");
+  let mut n = nodes("s3");
   (n.bucket, n.extra, n.env) = moto.cellhost_args();
-  let a = n.start("a");
-  let b = n.start("b");
+  let a = n.run("a");
+  let b = n.run("b");
   forwards_every_kind_of_call(&a, &b);
 }
 
 #[test]
 fn a_forwarded_call_whose_owner_dies_is_refused_with_503_and_not_replayed() {
-  let n = Nodes::new("death");
-  let mut a = n.start("a");
-  let b = n.start("b");
+  let n = nodes("death");
+  let mut a = n.run("a");
+  let b = n.run("b");
   assert_eq!(text(&a, "/bump"), "1");
   let addr = b.addr;
   let slow = std::thread::spawn(move || request(addr, "GET", "/slow?name=x", &[], b"").unwrap());
@@ -261,20 +220,20 @@ fn a_forwarded_call_whose_owner_dies_is_refused_with_503_and_not_replayed() {
 
 #[test]
 fn sigterm_drains_the_calls_in_flight_then_hands_the_cells_over() {
-  drains(&Nodes::new("drain"));
+  drains(&nodes("drain"));
 }
 
 #[test]
 fn sigterm_drains_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();
-  let mut n = Nodes::new("drain-s3");
+  let mut n = nodes("drain-s3");
   (n.bucket, n.extra, n.env) = moto.cellhost_args();
   drains(&n);
 }
 
 fn drains(n: &Nodes) {
-  let a = n.start("a");
-  let b = n.start("b");
+  let a = n.run("a");
+  let b = n.run("b");
   assert_eq!(text(&a, "/bump"), "1");
   assert_eq!(text(&b, "/bump"), "2"); // b's route to a is cached
   // A WebSocket on a, open across the drain.

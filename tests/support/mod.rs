@@ -514,3 +514,66 @@ pub fn answer(addr: std::net::SocketAddr, (m, path, body): &(String, String, Str
     Err(e) => format!("error: {e}"),
   }
 }
+
+/// Fleet nodes on one bucket in a scratch folder `<tmp>/cellhost-<tag>-<pid>`
+/// (`file://<folder>/bucket` unless set otherwise), each with its data in
+/// `data-<node>`, 3 s leases and one isolate; `extra` flags and `env` go to
+/// every node (the S3 endpoint and keys, say); `worker` is what `run` serves.
+#[allow(dead_code)]
+pub struct Bucketed {
+  pub dir: PathBuf,
+  pub bucket: String,
+  pub worker: PathBuf,
+  pub extra: Vec<String>,
+  pub env: Vec<(String, String)>,
+}
+
+#[allow(dead_code)]
+impl Bucketed {
+  pub fn new(tag: &str, worker: PathBuf) -> Bucketed {
+    let dir = std::env::temp_dir().join(format!("cellhost-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("bucket")).unwrap();
+    Bucketed {
+      bucket: format!("file://{}", dir.join("bucket").display()),
+      dir,
+      worker,
+      extra: vec![],
+      env: vec![],
+    }
+  }
+
+  /// `cellhost run <worker>` as node `node`.
+  pub fn run(&self, node: &str) -> Cellhost {
+    self.start(&["run", self.worker.to_str().unwrap()], node)
+  }
+
+  pub fn data(&self, node: &str) -> PathBuf {
+    self.dir.join(format!("data-{node}"))
+  }
+
+  /// `cellhost ARGS` (`run PATH` or `node`) as node `node` of this fleet.
+  pub fn start(&self, args: &[&str], node: &str) -> Cellhost {
+    let data = self.data(node);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend([
+      "--data",
+      data.to_str().unwrap(),
+      "--bucket",
+      &self.bucket,
+      "--node",
+      node,
+      "--lease-ttl-ms",
+      "3000",
+      "--isolates",
+      "1",
+    ]);
+    all.extend(self.extra.iter().map(String::as_str));
+    let env: Vec<(&str, &str)> = self
+      .env
+      .iter()
+      .map(|(k, v)| (k.as_str(), v.as_str()))
+      .collect();
+    Cellhost::try_start_cmd(&all, &env).unwrap_or_else(|e| panic!("node {node}: {e}"))
+  }
+}

@@ -145,27 +145,13 @@ fn build(
   let (mut files, skipped) = if path.is_dir() {
     cellhost_deploy::collect(&root).map_err(anyhow::Error::msg)?
   } else {
-    let bytes = std::fs::read(&path)?;
-    use sha2::Digest;
-    let sha256 = cellhost_deploy::hash_hex(&sha2::Sha256::digest(&bytes));
-    (
-      vec![cellhost_deploy::LocalFile {
-        path: entry.clone(),
-        bytes,
-        sha256,
-      }],
-      vec![],
-    )
+    let file = cellhost_deploy::LocalFile::new(entry.clone(), std::fs::read(&path)?);
+    (vec![file], vec![])
   };
   files.sort_by(|a, b| a.path.cmp(&b.path));
   let entries: Vec<FileEntry> = files
     .iter()
-    .map(|f| FileEntry {
-      path: f.path.clone(),
-      size: f.bytes.len() as u64,
-      sha256: f.sha256.clone(),
-      module_type: rules.kind_of(&f.path).map(|k| k.name().to_string()),
-    })
+    .map(|f| f.entry(rules.kind_of(&f.path).map(|k| k.name().to_string())))
     .collect();
   let described = if path.is_dir() {
     Some(config::describe(&root)?)

@@ -28,6 +28,27 @@ pub struct LocalFile {
   pub sha256: String,
 }
 
+impl LocalFile {
+  pub fn new(path: String, bytes: Vec<u8>) -> Self {
+    let sha256 = hash_hex(&sha2::Sha256::digest(&bytes));
+    LocalFile {
+      path,
+      bytes,
+      sha256,
+    }
+  }
+
+  /// Its manifest entry, with the module type the rules give it.
+  pub fn entry(&self, module_type: Option<String>) -> crate::FileEntry {
+    crate::FileEntry {
+      path: self.path.clone(),
+      size: self.bytes.len() as u64,
+      sha256: self.sha256.clone(),
+      module_type,
+    }
+  }
+}
+
 pub fn hash_hex(b: &[u8]) -> String {
   b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -77,12 +98,7 @@ fn walk(
         ));
       }
       let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-      let sha256 = hash_hex(&sha2::Sha256::digest(&bytes));
-      out.push(LocalFile {
-        path: rel,
-        bytes,
-        sha256,
-      });
+      out.push(LocalFile::new(rel, bytes));
     }
   }
   Ok(())

@@ -194,6 +194,11 @@ impl Fleet {
     v
   }
 
+  /// How many cells this node holds.
+  pub fn held_count(&self) -> usize {
+    self.owned.lock().unwrap().len()
+  }
+
   /// Whether this node holds `scope` now (no store access).
   pub fn holds(&self, scope: &str) -> bool {
     self.owned.lock().unwrap().contains_key(scope)
@@ -227,15 +232,6 @@ impl Fleet {
     self.routes.forget(scope);
   }
 
-  /// Runs `fut` on the fleet's runtime and waits for it on any runtime.
-  pub fn run<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
-  where
-    T: Send + 'static,
-    F: Future<Output = T> + Send + 'static,
-  {
-    self.spawn(fut)
-  }
-
   /// Whether this node may acknowledge (or take cells) now.
   pub fn can_ack(&self) -> bool {
     self.lease.can_ack(now_ms())
@@ -243,7 +239,7 @@ impl Fleet {
 
   /// Runs `fut` on the fleet runtime; the returned future can be awaited
   /// on any runtime (an isolate's event loop keeps serving meanwhile).
-  fn spawn<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
+  pub fn spawn<T, F>(&self, fut: F) -> impl Future<Output = T> + use<T, F>
   where
     T: Send + 'static,
     F: Future<Output = T> + Send + 'static,

@@ -53,16 +53,16 @@ impl Routes {
 /// the activation then meets the same store and says what failed.
 pub(crate) async fn probe(bucket: &Bucket, node: &str, scope: &str, margin_ms: u64) -> Route {
   let started = now_ms();
-  let own = match crate::own::read_own(bucket, scope).await {
-    Ok(Some((o, _))) => o,
-    Ok(None) | Err(_) => return Route::Here,
-  };
-  if own.node.is_empty() || own.node == node {
+  let Ok(own) = crate::own::read_own(bucket, scope).await else {
     return Route::Here;
-  }
-  let lease = match crate::own::read_lease(bucket, &own.node).await {
-    Ok(l) => l.map(|(l, _)| l),
-    Err(_) => return Route::Here,
   };
-  cellhost_logic::own::route(node, Some(&own), lease.as_ref(), started, margin_ms)
+  let own = own.map(|(o, _)| o);
+  let Some(owner) = cellhost_logic::own::owner_to_check(node, own.as_ref()) else {
+    return Route::Here;
+  };
+  let Ok(lease) = crate::own::read_lease(bucket, owner).await else {
+    return Route::Here;
+  };
+  let lease = lease.map(|(l, _)| l);
+  cellhost_logic::own::route(node, own.as_ref(), lease.as_ref(), started, margin_ms)
 }

@@ -220,17 +220,16 @@ impl Inner {
     let head = frame_head(&head);
     // A WebSocket upgrade keeps the request stream open for the frames the
     // caller sends; its body (an upgrade has none) is not sent.
-    let (local, relay) = if ws {
-      let (a, b) = pair();
-      (Some(a), Some(b.split()))
-    } else {
-      (None, None)
-    };
-    let (relay_tx, relay_rx) = match relay {
-      Some((tx, rx)) => (Some(tx), Some(rx)),
+    // The caller's end of the socket, the sender of what the owner sends,
+    // and the receiver of what the caller sends.
+    let (socket, sent) = match ws.then(pair) {
+      Some((mine, relay)) => {
+        let (tx, rx) = relay.split();
+        (Some((mine, tx)), Some(rx))
+      }
       None => (None, None),
     };
-    let stream: Body = match (relay_rx, body) {
+    let stream: Body = match (sent, body) {
       (Some(rx), _) => head_then(head, ws_stream(rx)),
       (None, Some(b)) => head_then(head, http_body_util::BodyDataStream::new(b)),
       (None, None) => head_then(head, once(Vec::new())),
@@ -246,7 +245,7 @@ impl Inner {
     }
     let headers = byte_pairs(reply.headers);
     if reply.ws {
-      let (Some(local), Some(tx)) = (local, relay_tx) else {
+      let Some((local, tx)) = socket else {
         return Err("it answered a request that was no upgrade with a WebSocket".into());
       };
       tokio::spawn(async move {

@@ -87,7 +87,7 @@ impl Peer {
   /// Serves forwarded calls on `listener` (the node's `--internal-listen`),
   /// into this node's isolates through `router`, and the operator page
   /// (`data_dir`: where the cells' databases are). Also reports this node
-  /// (`telemetry/nodes/<node>.json`) every 2 s for the other nodes' pages.
+  /// (`telemetry/nodes/<node>.json`) when its figures change (at least every 30 s) for the other nodes' pages.
   pub fn serve(
     &self,
     listener: std::net::TcpListener,
@@ -102,20 +102,37 @@ impl Peer {
     let inner = self.inner.clone();
     let started_ms = cellhost_fleet::now_ms();
     self.inner.rt.spawn(async move {
+      // A PUT only when something changed, or every 30 s (when it was
+      // last reported is on the page): a store request costs.
+      let mut last: Option<(serde_json::Value, u64)> = None;
       loop {
         let f = &inner.fleet;
         let version = inner.version.lock().unwrap().clone();
-        let body = serde_json::json!({
+        let now = cellhost_fleet::now_ms();
+        let info = serde_json::json!({
           "node": f.node(),
           "version": version,
           "started_ms": started_ms,
-          "updated_ms": cellhost_fleet::now_ms(),
-          "held_cells": f.held().len(),
+          "held_cells": f.held_count(),
           "inflight": inner.inflight.load(std::sync::atomic::Ordering::Relaxed),
         });
-        let key = format!("telemetry/nodes/{}.json", f.node());
-        // Best effort: the page shows when it was last reported.
-        let _ = f.bucket().put(&key, body.to_string().into_bytes()).await;
+        if last
+          .as_ref()
+          .is_none_or(|(v, at)| *v != info || now >= at + 30_000)
+        {
+          let mut body = info.clone();
+          body["updated_ms"] = now.into();
+          let key = format!("telemetry/nodes/{}.json", f.node());
+          // Best effort: a failed report is tried on the next round.
+          if f
+            .bucket()
+            .put(&key, body.to_string().into_bytes())
+            .await
+            .is_ok()
+          {
+            last = Some((info, now));
+          }
+        }
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
       }
     });

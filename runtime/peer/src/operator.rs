@@ -124,7 +124,7 @@ async fn state(inner: &Arc<Inner>, page: &Page) -> Value {
   let bucket = fleet.bucket().clone();
   let now = cellhost_fleet::now_ms();
   let (nodes, cells, deployment, fences) = fleet
-    .run(async move {
+    .spawn(async move {
       let nodes = nodes(&bucket, now).await;
       let cells = cells(&bucket).await;
       let deployment = deployment(&bucket).await;

@@ -169,6 +169,18 @@ async fn handle(inner: Arc<Inner>, router: Router, req: Request<Incoming>) -> Re
   res
 }
 
+/// Queues `job` on this node's isolate for `target` and waits for the
+/// answer `rx` carries (`None`: the isolate is gone).
+async fn here<T>(
+  router: &Router,
+  target: &ActorTarget,
+  job: Job,
+  rx: oneshot::Receiver<T>,
+) -> Option<T> {
+  router.send(target, job).ok()?;
+  rx.await.ok()
+}
+
 /// A reply ready only after this node's fence deadline must not leave:
 /// the write it could reveal is in the bucket, the outcome unknown.
 fn lapsed(inner: &Inner) -> bool {
@@ -193,10 +205,7 @@ async fn call(
     args,
     reply: tx,
   });
-  let reply = match router.send(&target, job) {
-    Ok(()) => rx.await.ok(),
-    Err(_) => None,
-  };
+  let reply = here(router, &target, job, rx).await;
   let mut reply = reply.unwrap_or_else(|| RpcReply {
     ok: false,
     payload: error_json("Network connection lost.").into_bytes(),
@@ -236,10 +245,7 @@ async fn fetch(
     body,
     reply: tx,
   });
-  let reply = match router.send(&target, job) {
-    Ok(()) => rx.await.ok(),
-    Err(_) => None,
-  };
+  let reply = here(router, &target, job, rx).await;
   let reply = reply.unwrap_or_else(|| HttpReply {
     status: 500,
     headers: vec![],

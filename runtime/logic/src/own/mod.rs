@@ -40,7 +40,7 @@ mod route;
 
 pub use acquire::{Acquire, AcquireStep, Acquired};
 pub use release::{Release, ReleaseOutcome, ReleaseStep};
-pub use route::{Route, route};
+pub use route::{Route, owner_to_check, route};
 
 /// How long a cell whose record was lost is refused before the next try.
 pub const LOST_RECORD_REFUSAL_MS: u64 = 10_000;

@@ -20,6 +20,15 @@ pub enum Route {
   },
 }
 
+/// The node whose lease decides where a cell with record `own` is served:
+/// `None` when it is served here whatever a lease says (no record, a
+/// released one, or this node's own), so no lease needs reading.
+pub fn owner_to_check<'a>(self_node: &str, own: Option<&'a OwnRecord>) -> Option<&'a str> {
+  own
+    .map(|o| o.node.as_str())
+    .filter(|n| !n.is_empty() && *n != self_node)
+}
+
 /// The route for a cell whose record is `own`, with its owner's lease
 /// `lease` (read after `own`; `None`: no lease record), judged at
 /// `judged_at_ms` (the clock before the reads). A route is trusted only
@@ -32,12 +41,11 @@ pub fn route(
   judged_at_ms: u64,
   margin_ms: u64,
 ) -> Route {
-  let Some(own) = own else { return Route::Here };
-  if own.node.is_empty() || own.node == self_node {
+  let Some(owner) = owner_to_check(self_node, own) else {
     return Route::Here;
-  }
+  };
   // A lease of another node than the record names cannot vouch for it.
-  let lease = lease.filter(|l| l.node == own.node);
+  let lease = lease.filter(|l| l.node == owner);
   if owner_lease_expired(lease, judged_at_ms) {
     return Route::Here;
   }
@@ -50,7 +58,7 @@ pub fn route(
     return Route::Here;
   }
   Route::There {
-    node: own.node.clone(),
+    node: owner.to_string(),
     address: lease.address.clone(),
     until_ms,
   }
