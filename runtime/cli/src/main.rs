@@ -358,11 +358,9 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
           args.internal_listen
         )
       })?;
-      internal_bound = Some(internal.local_addr()?);
-      let address = match &args.advertise {
-        Some(a) => a.clone(),
-        None => internal.local_addr()?.to_string(),
-      };
+      let bound = internal.local_addr()?;
+      internal_bound = Some(bound);
+      let address = args.advertise.clone().unwrap_or_else(|| bound.to_string());
       let fleet = cellhost_fleet::Fleet::start(bucket, node, &address, cfg, args.wake_poll_ms)
         .map_err(anyhow::Error::msg)?;
       let peer = cellhost_peer::Peer::start(fleet.clone()).map_err(anyhow::Error::msg)?;
@@ -449,39 +447,51 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
     p.register(&name, pool.inboxes());
   }
   wire_events(&pool, queues, worker.consumers, worker.crons);
+  // On a bucket, SIGINT/SIGTERM close the node cleanly: caught from before
+  // it says it serves, so a SIGTERM right after that drains it (the
+  // default action would kill it).
+  let signals = match fleet {
+    Some(_) => {
+      use tokio::signal::unix::{SignalKind, signal};
+      let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+      let _in = rt.enter();
+      let (term, interrupt) = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+      );
+      drop(_in);
+      Some((rt, term, interrupt))
+    }
+    None => None,
+  };
   println!(
     "cellhost: serving {name} on http://{} ({isolates} isolates)",
     listeners.addr
   );
   use std::io::Write;
   std::io::stdout().flush()?;
-  let Some(fleet) = fleet else {
+  let (Some(fleet), Some((rt, mut term, mut interrupt))) = (fleet, signals) else {
     loop {
       std::thread::park();
     }
   };
-  // On a bucket, SIGINT/SIGTERM close the node cleanly: its cells are
-  // released and its lease retired, so peers take over at once.
-  let rt = tokio::runtime::Builder::new_current_thread()
-    .enable_all()
-    .build()?;
   let poll_ms = args.deploy_poll_ms.max(50);
   let data = args.data.clone();
   let stop = rt.block_on(async {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
     let upgrade = async {
       match watch {
         Some((bucket, version)) => deploy::changed(bucket, version, poll_ms, data).await,
         None => std::future::pending().await,
       }
     };
-    anyhow::Ok(tokio::select! {
-      _ = tokio::signal::ctrl_c() => Stop::Signal,
+    tokio::select! {
+      _ = interrupt.recv() => Stop::Signal,
       _ = term.recv() => Stop::Signal,
       v = upgrade => Stop::Upgrade(v),
-    })
-  })?;
+    }
+  });
   // The drain: no new connections, cells or forwarded calls (refused, so
   // callers retry elsewhere); the requests in flight finish (at most
   // --drain-ms) while the node still owns their cells; then the cells are
