@@ -17,7 +17,7 @@ import {
   setupServices,
 } from "ext:cellhost/25_services.js";
 import { errorJson, makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
-import { dispatchActor, dispatchExport, setupActors } from "ext:cellhost/40_cell.js";
+import { adopt, dispatchActor, dispatchExport, retire, setupActors } from "ext:cellhost/40_cell.js";
 import "ext:cellhost/42_facets.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
@@ -212,6 +212,8 @@ async function runLoop() {
       else if (job.service !== null) serveServiceFetch(job);
       else if (job.kind === "scheduled") runScheduled(job);
       else if (job.kind === "queue") runQueue(job);
+      else if (job.kind === "retire") retire();
+      else if (job.kind === "adopt") adopt(job);
       else if (job.actor === null) handle(job);
       else dispatchActor(job);
     }

@@ -52,6 +52,10 @@ const {
   op_cellhost_log,
   op_cellhost_memory_pressure,
   op_defer,
+  op_cell_settled,
+  op_gen_release,
+  op_gen_moving,
+  op_gen_adopt,
 } = core.ops;
 
 const EVICT_AFTER_MS = 10_000;
@@ -111,6 +115,54 @@ export function dispatchActor(job) {
   else cell.enqueue(job);
 }
 
+// This isolate's version was replaced (`cellhost node`): each object is
+// handed over to the new isolates at its next idle point (its writes
+// durable), with its hibernatable WebSockets.
+let retiring = false;
+
+export function retire() {
+  if (retiring) return;
+  retiring = true;
+  handOverIdle();
+  setInterval(handOverIdle, 5);
+}
+
+function handOverIdle() {
+  for (const [key, cell] of cells) {
+    if (!cell.idle() || (cell.handle !== 0 && !op_cell_settled(cell.handle))) continue;
+    cells.delete(key);
+    cell.close();
+    handOver(key, cell.ns, cell.hex);
+  }
+  // Objects evicted earlier whose sockets stayed (hibernated).
+  for (const [key, actor] of hib.hibernatedWithout(cells)) handOver(key, actor.ns, actor.id);
+}
+
+async function handOver(key, ns, id) {
+  if (!hib.hasSockets(key)) {
+    op_gen_release(ns, id, hib.takeSettings(key));
+    return;
+  }
+  // Calls for it wait (in order) while its sockets' reads end here.
+  op_gen_moving(ns, id);
+  const meta = await hib.pack(key, ns, id);
+  op_gen_release(ns, id, meta);
+}
+
+/** Cell `key` has no instance and no sockets here any more. */
+function released(key) {
+  if (cells.has(key) || hib.managerFor(key, null, false) !== undefined) return;
+  const i = key.indexOf(":");
+  op_gen_release(+key.slice(0, i), key.slice(i + 1), null);
+}
+hib.setReleased(released);
+
+/** A cell handed over from a retiring isolate: its sockets are read here. */
+export function adopt(job) {
+  const json = op_gen_adopt(job.actor.ns, job.actor.id);
+  if (json !== null) hib.unpack(`${job.actor.ns}:${job.actor.id}`, job.actor, json);
+}
+
 function evictIdle() {
   const now = Date.now();
   let evicted = 0;
@@ -118,6 +170,7 @@ function evictIdle() {
     if (cell.idle() && now - cell.lastActive >= EVICT_AFTER_MS) {
       cell.close();
       cells.delete(key);
+      released(key);
       evicted++;
     }
   }
@@ -392,7 +445,10 @@ export class Cell {
     hib.disconnectAll(this.key);
     if (this.handle !== 0) op_cell_abort(this.handle);
     this.handle = 0;
-    cells.delete(this.key); // the next call builds a fresh instance
+    if (this.facet === null && cells.get(this.key) === this) {
+      cells.delete(this.key); // the next call builds a fresh instance
+      released(this.key);
+    }
     for (const job of this.queue.splice(0)) this.fail(job, e);
   }
 

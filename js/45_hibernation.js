@@ -9,11 +9,13 @@ import {
   closeOn,
   kState,
   markClosed,
+  SocketState,
   socketForState,
+  WebSocketRequestResponsePair,
 } from "ext:cellhost/50_websocket.js";
 
-const { SafeMap, SafeSet, Error, RangeError, TypeError } = primordials;
-const { op_ws_next, op_ws_send_text, op_ws_close } = core.ops;
+const { SafeMap, SafeSet, Error, JSONParse, JSONStringify, RangeError, TypeError, Uint8Array } = primordials;
+const { op_ws_next, op_ws_send_text, op_ws_close, op_ws_cancel, op_gen_pack } = core.ops;
 
 const MAX_SOCKETS = 32768;
 const MAX_TAGS = 10;
@@ -23,9 +25,14 @@ const MAX_EVENT_TIMEOUT_MS = 604_800_000;
 const encoder = new TextEncoder();
 
 let deliver = null; // (actor, entry, event) => void, set by 40_cell.js
+let released = (_key) => {}; // a cell's manager went away (40_cell.js)
 
 export function setDeliver(f) {
   deliver = f;
+}
+
+export function setReleased(f) {
+  released = f;
 }
 
 const managers = new SafeMap(); // cell key -> Manager
@@ -78,17 +85,25 @@ export function acceptWebSocket(key, actor, ws, tags) {
   const entry = { st, ws, tags: list, autoTs: null, key, manager: m };
   st.hibernatable = entry;
   m.entries.add(entry);
-  readLoop(key, m, entry);
+  entry.loop = readLoop(key, m, entry);
 }
 
-async function readLoop(key, m, entry) {
+async function readLoop(key, m, entry, first = null) {
   const st = entry.st;
-  while (st.rid !== null) {
-    let ev;
-    try {
-      ev = await op_ws_next(st.rid);
-    } catch {
-      return;
+  while (st.rid !== null || first !== null) {
+    let ev = first;
+    first = null;
+    if (ev === null) {
+      try {
+        ev = await op_ws_next(st.rid);
+      } catch {
+        return;
+      }
+      // Read as the socket was being packed: the event travels with it.
+      if (entry.moving) {
+        entry.pending = ev;
+        return;
+      }
     }
     if (ev.kind === "text" && m.autoResponse !== null && ev.text === m.autoResponse.request) {
       op_ws_send_text(st.rid, m.autoResponse.response);
@@ -117,7 +132,95 @@ export function finishClose(entry, ev) {
   const m = entry.manager;
   m.entries.delete(entry);
   if (m.entries.size === 0 && m.autoResponse === null && m.eventTimeout === null) {
-    if (managers.get(entry.key) === m) managers.delete(entry.key);
+    if (managers.get(entry.key) === m) {
+      managers.delete(entry.key);
+      released(entry.key);
+    }
+  }
+}
+
+// Handing a cell over to a new version's isolate (see 40_cell.js).
+
+/** Cells with hibernated sockets or settings and no instance here. */
+export function hibernatedWithout(cells) {
+  const out = [];
+  for (const [key, m] of managers) if (!cells.has(key)) out.push([key, m.actor]);
+  return out;
+}
+
+export function hasSockets(key) {
+  const m = managers.get(key);
+  return m !== undefined && m.entries.size > 0;
+}
+
+function settingsOf(m) {
+  const a = m.autoResponse;
+  return JSONStringify({
+    autoResponse: a === null ? null : { request: a.request, response: a.response },
+    eventTimeout: m.eventTimeout,
+  });
+}
+
+/** The hibernation settings of a cell without sockets, taken out (or null). */
+export function takeSettings(key) {
+  const m = managers.get(key);
+  if (m === undefined) return null;
+  managers.delete(key);
+  return settingsOf(m);
+}
+
+/** Ends the reads of the cell's sockets and packs them (op_gen_pack) for
+ * the new isolate; resolves to its settings. */
+export async function pack(key, ns, id) {
+  const m = managers.get(key);
+  managers.delete(key);
+  const entries = [...m.entries];
+  for (const e of entries) {
+    e.moving = true;
+    if (e.st.rid !== null) op_ws_cancel(e.st.rid);
+  }
+  for (const e of entries) await e.loop;
+  for (const e of entries) {
+    const st = e.st;
+    if (st.rid === null) continue; // closed meanwhile
+    const ev = e.pending ?? null;
+    op_gen_pack(ns, id, st.rid, JSONStringify({
+      tags: e.tags,
+      autoTs: e.autoTs,
+      attachment: st.attachment === null ? null : [...st.attachment],
+      url: st.url,
+      protocol: st.protocol,
+      extensions: st.extensions,
+      readyState: st.readyState,
+      closeSent: st.closeSent,
+      pending: ev === null ? null : { ...ev, data: ev.data === null || ev.data === undefined ? null : [...ev.data] },
+    }));
+    st.rid = null;
+  }
+  return settingsOf(m);
+}
+
+/** A cell's sockets and settings, handed over from a retiring isolate. */
+export function unpack(key, actor, json) {
+  const p = JSONParse(json);
+  const m = managerFor(key, actor, true);
+  const a = p.meta.autoResponse;
+  if (a !== null) m.autoResponse = new WebSocketRequestResponsePair(a.request, a.response);
+  m.eventTimeout = p.meta.eventTimeout;
+  for (const { rid, info } of p.sockets) {
+    const st = new SocketState(rid);
+    st.url = info.url;
+    st.protocol = info.protocol;
+    st.extensions = info.extensions;
+    st.readyState = info.readyState;
+    st.closeSent = info.closeSent;
+    st.attachment = info.attachment === null ? null : new Uint8Array(info.attachment);
+    const entry = { st, ws: null, tags: info.tags, autoTs: info.autoTs, key, manager: m };
+    st.hibernatable = entry;
+    m.entries.add(entry);
+    const ev = info.pending;
+    if (ev !== null && ev.data !== null) ev.data = new Uint8Array(ev.data);
+    entry.loop = readLoop(key, m, entry, ev);
   }
 }
 
@@ -138,6 +241,7 @@ export function disconnectAll(key) {
   const m = managers.get(key);
   if (m === undefined) return;
   managers.delete(key);
+  released(key);
   for (const entry of m.entries) {
     try {
       closeOn(entry.st, 1011, "Durable Object reset");

@@ -1,8 +1,9 @@
 //! Deployments on a fleet's bucket, as real processes: `cellhost deploy`
 //! uploads a version and switches the fleet to it; `cellhost node` serves
 //! whatever deploy/current.json names with no local copy of the code, and
-//! upgrades itself (drain, hand the cells over, start the new version on
-//! the same ports) when it changes, keeping every acknowledged write; a
+//! switches to a new version in process when it changes (new isolates take
+//! new work; each object moves at its idle point, hibernatable WebSockets
+//! kept open), keeping every acknowledged write; a
 //! version that drops a Durable Object class is refused; `deployments`
 //! lists the versions and `rollback` switches back. On a file:// bucket and
 //! on S3 through moto.
@@ -191,7 +192,7 @@ fn deploy_upgrade_and_roll_back(f: &Fleet) {
   assert!(n > counts[1], "{ra} after {counts:?}");
   assert!(wait_for(&b, "v1").starts_with("v1:page-v1:"));
   // The node ran from its download, not from the source folders.
-  assert!(a.log().contains("upgrading to version"), "{}", a.log());
+  assert!(a.log().contains("deploy.upgraded"), "{}", a.log());
   assert!(
     f.dir
       .join("data-a/deploy")
@@ -311,11 +312,157 @@ fn a_version_a_node_cannot_start_is_refused_and_the_old_one_keeps_serving() {
     a.log()
   );
   assert_eq!(wait_for(&a, "v1"), "v1:page-v1:2");
-  assert!(!a.log().contains("upgrading to version"), "{}", a.log());
+  assert!(!a.log().contains("deploy.upgraded"), "{}", a.log());
   // The next good version is taken.
   f.deploy(&f.project("v3", "Obj"), "fixed");
   // (Each answer while waiting counted too: the count is past 2.)
   let r = wait_for(&a, "v3");
   let n: u64 = r.strip_prefix("v3:page-v3:").unwrap().parse().unwrap();
   assert!(n > 2, "{r}");
+}
+
+/// A Worker whose object keeps hibernatable WebSockets (tagged, with an
+/// attachment) and answers a slow request; `VERSION` marks its answers.
+const ROOM: &str = r#"
+import { DurableObject } from "cloudflare:workers";
+export class Room extends DurableObject {
+  async fetch(req) {
+    if (new URL(req.url).pathname === "/slow") {
+      await new Promise((r) => setTimeout(r, 1500));
+      return new Response("VERSION-slow");
+    }
+    const [client, server] = Object.values(new WebSocketPair());
+    if (new URL(req.url).pathname === "/live") {
+      // Not hibernatable: it keeps this object busy while it is open.
+      server.accept();
+      server.addEventListener("message", (e) => server.send(`VERSION:${e.data}`));
+      return new Response(null, { status: 101, webSocket: client });
+    }
+    this.ctx.acceptWebSocket(server, ["tag-a"]);
+    server.serializeAttachment({ joined: "VERSION" });
+    return new Response(null, { status: 101, webSocket: client });
+  }
+  webSocketMessage(ws, msg) {
+    const sql = this.ctx.storage.sql;
+    sql.exec("CREATE TABLE IF NOT EXISTS c (n INTEGER)");
+    sql.exec("INSERT INTO c VALUES (1)");
+    const n = sql.exec("SELECT count(*) AS n FROM c").one().n;
+    const sockets = this.ctx.getWebSockets("tag-a").length;
+    ws.send(`VERSION:${msg}:${n}:${ws.deserializeAttachment().joined}:${sockets}:${this.ctx.getTags(ws)}`);
+  }
+}
+export default {
+  fetch(req, env) {
+    if (new URL(req.url).pathname === "/version") return new Response("VERSION");
+    const name = new URL(req.url).pathname === "/live" ? "live" : "r";
+    return env.ROOM.getByName(name).fetch(req);
+  },
+};
+"#;
+
+fn room(f: &Fleet, version: &str) -> PathBuf {
+  let d = f.dir.join(format!("room-{version}"));
+  let _ = std::fs::remove_dir_all(&d);
+  std::fs::create_dir_all(&d).unwrap();
+  std::fs::write(d.join("worker.js"), ROOM.replace("VERSION", version)).unwrap();
+  std::fs::write(
+    d.join("wrangler.toml"),
+    "name = \"rooms\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
+     [[durable_objects.bindings]]\nname = \"ROOM\"\nclass_name = \"Room\"\n\
+     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Room\"]\n",
+  )
+  .unwrap();
+  d
+}
+
+fn upgrade_in_process(f: &Fleet) {
+  use tokio_tungstenite::tungstenite::{Message, connect};
+  f.deploy(&room(f, "v1"), "first");
+  let a = f.start(
+    &["node", "--deploy-poll-ms", "200", "--drain-ms", "2000"],
+    "a",
+  );
+  let version = || get(a.addr, "/version").text();
+  let end = Instant::now() + Duration::from_secs(30);
+  while version() != "v1" {
+    assert!(Instant::now() < end, "{}", a.log());
+    std::thread::sleep(Duration::from_millis(50));
+  }
+  let (mut ws, _) = connect(format!("ws://{}/ws", a.addr)).expect("connect");
+  ws.send(Message::text("m1")).unwrap();
+  assert_eq!(ws.read().unwrap().to_text().unwrap(), "v1:m1:1:v1:1:tag-a");
+  let (mut live, _) = connect(format!("ws://{}/live", a.addr)).expect("connect");
+  live.send(Message::text("x")).unwrap();
+  assert_eq!(live.read().unwrap().to_text().unwrap(), "v1:x");
+  // A request the old version is answering when the new one arrives.
+  let addr = a.addr;
+  let slow = std::thread::spawn(move || request(addr, "GET", "/slow", &[], b""));
+  std::thread::sleep(Duration::from_millis(300));
+  f.deploy(&room(f, "v2"), "second");
+  // The port takes every connection throughout; new requests meet v2.
+  let switched = Instant::now();
+  let mut refused = 0;
+  loop {
+    match request(a.addr, "GET", "/version", &[], b"") {
+      Ok(r) if r.text() == "v2" => break,
+      Ok(r) => assert_eq!(r.text(), "v1"),
+      Err(_) => refused += 1,
+    }
+    assert!(switched.elapsed() < Duration::from_secs(30), "{}", a.log());
+    std::thread::sleep(Duration::from_millis(5));
+  }
+  eprintln!(
+    "v2 served {} ms after the switch",
+    switched.elapsed().as_millis()
+  );
+  assert_eq!(refused, 0, "{}", a.log());
+  // The request in flight finished on v1.
+  let r = slow.join().unwrap().expect("the slow request");
+  assert_eq!((r.status, r.text().as_str()), (200, "v1-slow"));
+  // Once idle the object moved, its socket with it: the next frame meets
+  // v2's code on the same connection, with the count, the attachment and
+  // the tag of v1's time.
+  assert!(
+    a.wait_log("deploy.upgraded", Duration::from_secs(10)),
+    "{}",
+    a.log()
+  );
+  // The object with a socket that is not hibernatable never went idle: at
+  // --drain-ms its socket was closed as the node's drain closes them.
+  match live.read() {
+    Ok(Message::Close(Some(c))) => {
+      assert_eq!(
+        (u16::from(c.code), c.reason.as_str()),
+        (1012, "cellhost node restarting")
+      )
+    }
+    other => panic!("{other:?}\n{}", a.log()),
+  }
+  ws.send(Message::text("m2")).unwrap();
+  assert_eq!(
+    ws.read().unwrap().to_text().unwrap(),
+    "v2:m2:2:v1:1:tag-a",
+    "{}",
+    a.log()
+  );
+  // A new socket on v2 joins it: both are listed.
+  let (mut ws2, _) = connect(format!("ws://{}/ws", a.addr)).expect("connect");
+  ws2.send(Message::text("m3")).unwrap();
+  assert_eq!(ws2.read().unwrap().to_text().unwrap(), "v2:m3:3:v2:2:tag-a");
+  ws.close(None).unwrap();
+  assert!(!a.log().contains("drained in"), "{}", a.log());
+  eprintln!("{}", a.log());
+}
+
+#[test]
+fn a_node_switches_versions_in_process_keeping_hibernatable_websockets() {
+  upgrade_in_process(&fleet("inproc"));
+}
+
+#[test]
+fn switches_versions_in_process_on_s3_through_moto() {
+  let moto = bucket_common::Moto::start();
+  let mut f = fleet("inproc-s3");
+  (f.bucket, f.extra, f.env) = moto.cellhost_args();
+  upgrade_in_process(&f);
 }

@@ -1,12 +1,13 @@
-//! The fault lab: three `cellhost run` nodes of `faultlab/worker` (a counter
-//! per name) on one bucket, several clients incrementing and reading a few
+//! The fault lab: three `cellhost node`s serving `faultlab/worker` (a
+//! counter per name, deployed with `cellhost deploy`) on one bucket, several clients incrementing and reading a few
 //! counters through them, and now and then incrementing in a turn whose
 //! commit fails (a *poisoned* increment, which must never succeed), and
 //! faults injected from a seed, one at a time, until the time is up:
 //! SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the lease
 //! then SIGCONT, SIGTERM, a rolling restart (each node drained by SIGTERM
-//! and started again, in turn), a store outage, flaky uploads and a
-//! partition of one node from the store. The clients spread their calls
+//! and started again, in turn), a deploy of a new version (each node
+//! switches in process, its objects moving at their idle points), a store
+//! outage, flaky uploads and a partition of one node from the store. The clients spread their calls
 //! over the nodes, so most reach their object through forwarding. Then the whole fleet is killed and
 //! cold-started with empty data directories and must read the same counts.
 //! The history is checked by `faultlab/check.rs` (no value acknowledged
@@ -257,6 +258,8 @@ struct Lab {
   flaky: bool,
   partitioned: Option<usize>,
   logs: Vec<(String, String)>,
+  /// Versions deployed so far.
+  versions: u32,
 }
 
 impl Lab {
@@ -314,6 +317,7 @@ impl Lab {
       flaky: false,
       partitioned: None,
       logs: Vec::new(),
+      versions: 0,
     }
   }
 
@@ -336,9 +340,14 @@ impl Lab {
       "1".into(),
     ];
     args.extend(self.store.node_args(i));
+    // Nodes serve what was deployed (see `deploy`).
+    args.splice(
+      0..0,
+      ["node".into(), "--deploy-poll-ms".into(), "200".into()],
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env = self.store.env();
-    match Cellhost::try_start_env(&self.worker, &args, &env) {
+    match Cellhost::try_start_cmd(&args, &env) {
       Ok(ch) => {
         let slot = &mut self.slots[i];
         slot.incarnation += 1;
@@ -589,6 +598,12 @@ impl Lab {
           self.supervise_for(settle);
         }
       }
+      FaultKind::Deploy => {
+        // Every node switches in process under the clients' load.
+        self.deploy();
+        let settle = Duration::from_millis(self.rng.range(1_500, 3_000));
+        self.supervise_for(settle);
+      }
       FaultKind::StopCont => {
         let i = node.unwrap();
         self.signal(i, "-STOP");
@@ -644,6 +659,32 @@ impl Lab {
       start,
       heal: now_us(),
     });
+  }
+
+  /// `cellhost deploy` of the lab's Worker as its next version (the same
+  /// code, marked with the version number).
+  fn deploy(&mut self) {
+    self.versions += 1;
+    let dir = self.dir.join(format!("src-v{}", self.versions));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(&self.worker, &dir);
+    let js = dir.join("worker.js");
+    let code = std::fs::read_to_string(&js).unwrap();
+    std::fs::write(&js, format!("{code}\n// version {}\n", self.versions)).unwrap();
+    let out = std::process::Command::new(cellhost_bin())
+      .args(["deploy", dir.to_str().unwrap(), "--message"])
+      .arg(format!("v{}", self.versions))
+      .args(self.store.direct_args())
+      .envs(self.store.env())
+      .output()
+      .unwrap();
+    if !out.status.success() {
+      self.violations.push(format!(
+        "deploy of v{} failed: {}",
+        self.versions,
+        String::from_utf8_lossy(&out.stderr)
+      ));
+    }
   }
 
   /// Reads every object until some node answers, recording the reads.
@@ -766,6 +807,7 @@ fn run_lab(kind: StoreKind) {
     StoreKind::File => "file",
     StoreKind::S3 => "s3 (moto)",
   };
+  lab.deploy();
   for i in 0..lab.slots.len() {
     assert!(lab.start(i), "{}", lab.violations.join("\n"));
   }

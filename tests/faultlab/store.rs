@@ -28,10 +28,13 @@ pub(crate) enum FaultKind {
   Gap,
   /// SIGTERM each node in turn and start it again at once.
   Rolling,
+  /// `cellhost deploy` of a new version: each node switches to it in
+  /// process, its objects moving at their idle points.
+  Deploy,
 }
 
 impl FaultKind {
-  pub(crate) const ALL: [FaultKind; 9] = [
+  pub(crate) const ALL: [FaultKind; 10] = [
     FaultKind::Kill,
     FaultKind::KillWipe,
     FaultKind::StopCont,
@@ -41,6 +44,7 @@ impl FaultKind {
     FaultKind::Partition,
     FaultKind::Gap,
     FaultKind::Rolling,
+    FaultKind::Deploy,
   ];
 
   pub(crate) fn name(self) -> &'static str {
@@ -54,13 +58,18 @@ impl FaultKind {
       FaultKind::Partition => "partition",
       FaultKind::Gap => "upload gap",
       FaultKind::Rolling => "rolling restart",
+      FaultKind::Deploy => "deploy",
     }
   }
 
   pub(crate) fn on_node(self) -> bool {
     !matches!(
       self,
-      FaultKind::Outage | FaultKind::Flaky | FaultKind::Gap | FaultKind::Rolling
+      FaultKind::Outage
+        | FaultKind::Flaky
+        | FaultKind::Gap
+        | FaultKind::Rolling
+        | FaultKind::Deploy
     )
   }
 }
@@ -157,6 +166,18 @@ impl Store {
         "--region".into(),
         "us-east-1".into(),
       ],
+    }
+  }
+
+  /// The bucket without any node's fault in the way (for `cellhost deploy`).
+  pub(crate) fn direct_args(&self) -> Vec<String> {
+    match self {
+      Store::File { bucket, .. } => vec!["--bucket".into(), format!("file://{}", bucket.display())],
+      Store::S3 { moto, .. } => {
+        let (url, mut flags, _) = moto.cellhost_args();
+        flags.splice(0..0, ["--bucket".to_string(), url]);
+        flags
+      }
     }
   }
 

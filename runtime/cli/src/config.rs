@@ -404,6 +404,7 @@ fn spec(
       queue_producers: Vec::new(),
       queues: None,
       ctx_exports: true,
+      generation: None,
     },
   })
 }

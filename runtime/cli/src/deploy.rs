@@ -398,76 +398,91 @@ pub fn rollback(args: RollbackArgs) -> anyhow::Result<()> {
 
 /// The version a node serves: downloaded into `<data>/deploy/<id>/` from
 /// the bucket; returns the path `cellhost run` takes and the version id.
+/// Waits for a first deployment, and for a bucket that does not answer.
 pub fn fetch_current(bucket: &Bucket, data: &Path) -> anyhow::Result<(PathBuf, String)> {
   let rt = rt()?;
-  let mut waited = false;
-  let current = loop {
-    match rt
-      .block_on(cellhost_deploy::read_current(bucket))
-      .map_err(anyhow::Error::msg)?
-    {
-      Some((c, _)) => break c,
-      None => {
-        if !waited {
-          eprintln!(
-            "no deployment in {} yet (cellhost deploy): waiting for one",
-            bucket.describe()
-          );
-          waited = true;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-      }
-    }
-  };
-  let manifest = rt
-    .block_on(cellhost_deploy::read_manifest(bucket, &current.version))
-    .map_err(anyhow::Error::msg)?;
-  let dir = data.join("deploy").join(&manifest.id);
-  rt.block_on(cellhost_deploy::download(bucket, &manifest, &dir))
-    .map_err(anyhow::Error::msg)?;
-  let path = if manifest.main == "." {
-    dir
-  } else {
-    dir.join(&manifest.main)
-  };
-  Ok((path, manifest.id))
-}
-
-/// Resolves once `current.json` names another version than `serving` that
-/// this node can start (polled every `poll_ms`; a read that fails is tried
-/// again). The version is downloaded into `data` and started in one
-/// isolate first: one that cannot start here is refused by name (an event,
-/// `deploy.rejected`) and the node goes on serving `serving`, so a bad
-/// version does not take the fleet down one node after another.
-pub async fn changed(bucket: Bucket, serving: String, poll_ms: u64, data: PathBuf) -> String {
-  let mut rejected: Option<String> = None;
+  let mut said = None;
   loop {
-    tokio::time::sleep(Duration::from_millis(poll_ms)).await;
-    let Ok(Some((c, _))) = cellhost_deploy::read_current(&bucket).await else {
-      continue;
-    };
-    if c.version == serving || rejected.as_ref() == Some(&c.version) {
-      continue;
-    }
-    match startable(&bucket, &c.version, &data).await {
-      Ok(()) => return c.version,
-      Err(e) => {
-        tracing::error!(
-          target: "cellhost::events",
-          event = "deploy.rejected",
-          version = c.version.as_str(),
-          serving = serving.as_str(),
-          "version {} cannot start on this node, so it keeps serving {serving}: {e:#}",
-          c.version
-        );
-        rejected = Some(c.version);
+    let got = rt.block_on(async {
+      match cellhost_deploy::read_current(bucket).await {
+        Ok(Some((c, _))) => download(bucket, &c.version, data)
+          .await
+          .map(|p| Some((p, c.version))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(anyhow::Error::msg(e)),
       }
+    });
+    let why = match got {
+      Ok(Some(v)) => return Ok(v),
+      Ok(None) => "no deployment yet (cellhost deploy): waiting for one".to_string(),
+      Err(e) => format!("cannot read the deployment ({e:#}): trying again"),
+    };
+    if said.as_ref() != Some(&why) {
+      eprintln!("{}: {why}", bucket.describe());
+      said = Some(why);
     }
+    std::thread::sleep(Duration::from_millis(500));
   }
 }
 
-/// Downloads version `id` and starts it in one isolate, as `deploy` does.
-async fn startable(bucket: &Bucket, id: &str, data: &Path) -> anyhow::Result<()> {
+/// Watches `current.json` for the version a node should serve next.
+pub struct Watcher {
+  bucket: Bucket,
+  pub serving: String,
+  /// A version this node could not start: not tried again.
+  rejected: Option<String>,
+  poll_ms: u64,
+  data: PathBuf,
+}
+
+impl Watcher {
+  pub fn new(bucket: Bucket, serving: String, poll_ms: u64, data: PathBuf) -> Self {
+    Watcher {
+      bucket,
+      serving,
+      rejected: None,
+      poll_ms,
+      data,
+    }
+  }
+
+  /// Resolves once `current.json` names another version than the one
+  /// served (polled every `poll_ms`; a read that fails is tried again),
+  /// downloaded into the data directory: its path and id.
+  pub async fn next(&mut self) -> (PathBuf, String) {
+    loop {
+      tokio::time::sleep(Duration::from_millis(self.poll_ms)).await;
+      let Ok(Some((c, _))) = cellhost_deploy::read_current(&self.bucket).await else {
+        continue;
+      };
+      if c.version == self.serving || self.rejected.as_ref() == Some(&c.version) {
+        continue;
+      }
+      match download(&self.bucket, &c.version, &self.data).await {
+        Ok(path) => return (path, c.version),
+        Err(e) => self.reject(&c.version, &e),
+      }
+    }
+  }
+
+  /// Version `v` cannot start on this node: it is refused by name (an
+  /// event, `deploy.rejected`) and the node goes on serving what it serves,
+  /// so a bad version does not take the fleet down one node after another.
+  pub fn reject(&mut self, v: &str, e: &anyhow::Error) {
+    tracing::error!(
+      target: "cellhost::events",
+      event = "deploy.rejected",
+      version = v,
+      serving = self.serving.as_str(),
+      "version {v} cannot start on this node, so it keeps serving {}: {e:#}",
+      self.serving
+    );
+    self.rejected = Some(v.to_string());
+  }
+}
+
+/// Downloads version `id` into `data`; the path `run` would take.
+async fn download(bucket: &Bucket, id: &str, data: &Path) -> anyhow::Result<PathBuf> {
   let manifest = cellhost_deploy::read_manifest(bucket, id)
     .await
     .map_err(anyhow::Error::msg)?;
@@ -475,19 +490,9 @@ async fn startable(bucket: &Bucket, id: &str, data: &Path) -> anyhow::Result<()>
   cellhost_deploy::download(bucket, &manifest, &dir)
     .await
     .map_err(anyhow::Error::msg)?;
-  let path = if manifest.main == "." {
+  Ok(if manifest.main == "." {
     dir
   } else {
     dir.join(&manifest.main)
-  };
-  tokio::task::spawn_blocking(move || {
-    let scratch = std::env::temp_dir().join(format!("cellhost-check-{}", std::process::id()));
-    let r = config::load(&path, &scratch).and_then(|w| {
-      crate::bucket_mode_refusals(&w)?;
-      loads(w)
-    });
-    let _ = std::fs::remove_dir_all(&scratch);
-    r
   })
-  .await?
 }

@@ -310,12 +310,6 @@ fn node(mut args: RunArgs) -> anyhow::Result<()> {
   run(args, Some((bucket, version)))
 }
 
-/// Why a fleet node stops: a signal, or a new version to serve.
-enum Stop {
-  Signal,
-  Upgrade(String),
-}
-
 fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyhow::Result<()> {
   if args.paths.is_empty() {
     anyhow::bail!(
@@ -338,7 +332,6 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   }
   let mut fleet_bucket = None;
   let mut internal_peer = None;
-  let mut internal_bound = None;
   let fleet = match (&args.bucket, &args.node) {
     (Some(url), Some(node)) => {
       let opts = cellhost_bucket::BucketOptions {
@@ -359,7 +352,6 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
         )
       })?;
       let bound = internal.local_addr()?;
-      internal_bound = Some(bound);
       let address = args.advertise.clone().unwrap_or_else(|| bound.to_string());
       let fleet = cellhost_fleet::Fleet::start(bucket, node, &address, cfg, args.wake_poll_ms)
         .map_err(anyhow::Error::msg)?;
@@ -382,9 +374,13 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   worker.spec.r2_buckets = r2_buckets(
     &worker,
     (&args.endpoint, &args.region),
-    fleet_bucket,
+    fleet_bucket.clone(),
     &args.r2,
   )?;
+  worker.spec.generation = watch.as_ref().map(|(_, v)| cellhost_host::Generation {
+    version: v.clone(),
+    after: None,
+  });
   let isolates = args.isolates.unwrap_or_else(|| {
     std::thread::available_parallelism()
       .map(|n| n.get())
@@ -430,7 +426,8 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   }
   worker.spec.peers = peers.clone();
   let queues = worker.spec.queues.clone();
-  let pool = cellhost_host::IsolatePool::start(worker.spec, opts, listeners.hook())?;
+  let next_spec = worker.spec.clone();
+  let mut pool = cellhost_host::IsolatePool::start(worker.spec, opts.clone(), listeners.hook())?;
   let peer = match internal_peer {
     Some((peer, internal)) => {
       if let Some((_, v)) = &watch {
@@ -478,18 +475,37 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
     }
   };
   let poll_ms = args.deploy_poll_ms.max(50);
-  let data = args.data.clone();
-  let stop = rt.block_on(async {
-    let upgrade = async {
-      match watch {
-        Some((bucket, version)) => deploy::changed(bucket, version, poll_ms, data).await,
-        None => std::future::pending().await,
+  let mut watcher = watch
+    .map(|(bucket, version)| deploy::Watcher::new(bucket, version, poll_ms, args.data.clone()));
+  let upgrading = Upgrading {
+    args: &args,
+    opts,
+    listeners: &listeners,
+    peer: peer.as_deref(),
+    template: next_spec,
+  };
+  rt.block_on(async {
+    loop {
+      let next = async {
+        match &mut watcher {
+          Some(w) => w.next().await,
+          None => std::future::pending().await,
+        }
+      };
+      tokio::select! {
+        _ = interrupt.recv() => break,
+        _ = term.recv() => break,
+        (path, version) = next => {
+          let w = watcher.as_mut().expect("a version came from the watcher");
+          match upgrading.switch(&pool, &path, &version).await {
+            Ok(next) => {
+              pool = next;
+              w.serving = version;
+            }
+            Err(e) => w.reject(&version, &e),
+          }
+        }
       }
-    };
-    tokio::select! {
-      _ = interrupt.recv() => Stop::Signal,
-      _ = term.recv() => Stop::Signal,
-      v = upgrade => Stop::Upgrade(v),
     }
   });
   // The drain: no new connections, cells or forwarded calls (refused, so
@@ -513,24 +529,90 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   }
   tracing::info!("drained in {} ms", began.elapsed().as_millis());
   fleet.shutdown();
-  if let Stop::Upgrade(version) = stop {
-    // The new version in a fresh process: the same command line, which
-    // reads current.json again (cells were released, so peers serve them
-    // meanwhile; this node's port is back once the new version loaded).
-    tracing::info!(target: "cellhost::events", event = "deploy.upgrade", node = args.node.as_deref().unwrap_or(""), version = version.as_str(), "upgrading to version {version}");
-    // On the ports it had (a later --listen overrides an earlier one).
-    let mut again = std::process::Command::new(std::env::current_exe()?);
-    again
-      .args(std::env::args_os().skip(1))
-      .args(["--listen", &listeners.addr.to_string()]);
-    if let Some(a) = internal_bound {
-      again.args(["--internal-listen", &a.to_string()]);
-    }
-    use std::os::unix::process::CommandExt;
-    let e = again.exec();
-    anyhow::bail!("restarting for version {version}: {e}");
-  }
   std::process::exit(0);
+}
+
+/// `cellhost node` moving to a new version in process.
+struct Upgrading<'a> {
+  args: &'a RunArgs,
+  opts: cellhost_host::PoolOptions,
+  listeners: &'a std::sync::Arc<cellhost_server::Listeners>,
+  peer: Option<&'a cellhost_peer::Peer>,
+  /// The first version's spec: what the node adds to every version's
+  /// (fleet, forwarding, history, R2 on the bucket).
+  template: cellhost_host::WorkerSpec,
+}
+
+impl Upgrading<'_> {
+  /// Starts version `version` (downloaded at `path`) in new isolates beside
+  /// `old`'s and switches to it: new connections, cells and alarms go to
+  /// the new isolates at once; `old`'s cells follow each at its next idle
+  /// point (hibernatable WebSockets with them), its requests in flight
+  /// finish (at most --drain-ms), then its isolates stop. A version that
+  /// cannot start here is refused and `old` keeps serving.
+  async fn switch(
+    &self,
+    old: &cellhost_host::IsolatePool,
+    path: &std::path::Path,
+    version: &str,
+  ) -> anyhow::Result<cellhost_host::IsolatePool> {
+    let began = std::time::Instant::now();
+    let mut worker = config::load(path, &self.args.data)?;
+    bucket_mode_refusals(&worker)?;
+    let t = &self.template;
+    worker.spec.fleet = t.fleet.clone();
+    worker.spec.forward = t.forward.clone();
+    worker.spec.pitr_days = t.pitr_days;
+    let bucket = t.fleet.as_ref().map(|f| f.bucket().clone());
+    worker.spec.r2_buckets = r2_buckets(
+      &worker,
+      (&self.args.endpoint, &self.args.region),
+      bucket,
+      &self.args.r2,
+    )?;
+    worker.spec.generation = Some(cellhost_host::Generation {
+      version: version.to_string(),
+      after: Some(old.clone()),
+    });
+    let (spec, opts, hook) = (worker.spec, self.opts.clone(), self.listeners.hook());
+    let next =
+      tokio::task::spawn_blocking(move || cellhost_host::IsolatePool::start(spec, opts, hook))
+        .await??;
+    old.retire_into(&next).map_err(anyhow::Error::msg)?;
+    self.listeners.retire_older();
+    if let Some(p) = self.peer {
+      p.set_router(next.router());
+      p.set_version(version);
+    }
+    let node = self.args.node.as_deref().unwrap_or("");
+    tracing::info!(target: "cellhost::events", event = "deploy.upgrade", node, version, "serving version {version}; the previous version's objects follow at their idle points");
+    let gens = next.generations().expect("a deployed version's pool");
+    let limit = Duration::from_millis(self.args.drain_ms);
+    loop {
+      let cells = gens.retiring_cells().unwrap_or(0);
+      let requests = self.listeners.older_inflight();
+      if cells == 0 && requests == 0 {
+        break;
+      }
+      if began.elapsed() >= limit {
+        tracing::warn!(
+          "upgrade: {cells} objects and {requests} requests of the previous version still busy after {} ms; stopping it anyway",
+          self.args.drain_ms
+        );
+        break;
+      }
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Its isolates stop first: what they still queue goes to the new ones.
+    old.stop();
+    let stopping = std::time::Instant::now();
+    while !old.stopped() && stopping.elapsed() < Duration::from_secs(5) {
+      tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gens.finish_retire();
+    tracing::info!(target: "cellhost::events", event = "deploy.upgraded", node, version, ms = began.elapsed().as_millis() as u64, "version {version} serves every object here");
+    Ok(next)
+  }
 }
 
 /// What bucket mode cannot serve yet, refused by name (at `run --bucket`,

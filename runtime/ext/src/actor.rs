@@ -51,6 +51,9 @@ pub struct Router {
   pub namespaces: Arc<Vec<Namespace>>,
   /// On a fleet: takes calls for cells another node owns to that node.
   pub forward: Option<Arc<dyn Forward>>,
+  /// `cellhost node`: the pools of every version this process serves;
+  /// calls go where their cell lives (see `generation`).
+  pub gens: Option<Arc<crate::generation::Generations>>,
 }
 
 /// The fleet's forwarding, as the stubs see it (implemented by the peer
@@ -77,6 +80,9 @@ impl Router {
 
   /// Queues `job` on the isolate of `target`, on this node.
   pub fn send(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
+    if let Some(g) = &self.gens {
+      return g.send(&self.namespaces, job);
+    }
     self.isolates[self.place(&target.id)]
       .send(job)
       .map_err(|_| JsErrorBox::generic("Network connection lost."))

@@ -577,6 +577,14 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
   }
 }
 
+/// Whether everything the cell committed is durable (it may be handed
+/// over to another isolate without a write in flight).
+#[op2(fast)]
+pub fn op_cell_settled(state: &mut OpState, #[smi] h: u32) -> bool {
+  let c = cells(state);
+  !c.dirty.contains(&h) && c.last_round.get(&h).is_none_or(|r| *r <= c.durable)
+}
+
 /// The object is reset: its uncommitted writes are dropped.
 #[op2(fast)]
 pub fn op_cell_abort(state: &mut OpState, #[smi] h: u32) {

@@ -38,6 +38,25 @@ pub enum Job {
   Queue(QueueJob),
   /// JS RPC from another Worker of the process, through a service binding.
   Service(ServiceJob),
+  /// This isolate's version was replaced (see `generation`): its cells are
+  /// handed over to the new isolates at their idle points.
+  Retire,
+  /// A cell handed over from a retiring isolate: its hibernatable sockets
+  /// are read here from now on.
+  Adopt(ActorTarget),
+}
+
+impl Job {
+  /// The Durable Object this job is for, if any.
+  pub fn target_mut(&mut self) -> Option<&mut ActorTarget> {
+    match self {
+      Job::Http(j) => j.actor.as_mut(),
+      Job::Rpc(j) => Some(&mut j.target),
+      Job::Alarm(j) => Some(&mut j.target),
+      Job::Adopt(t) => Some(t),
+      _ => None,
+    }
+  }
 }
 
 /// The entrypoint of this Worker another Worker's service binding calls.
@@ -148,6 +167,9 @@ pub enum ReplyBody {
 /// reply senders, which the server turns into 500s.
 pub struct Inbox {
   rx: RefCell<mpsc::UnboundedReceiver<Job>>,
+  /// Jobs taken from `rx` out of turn (a cell handed over took its own
+  /// calls out): served before `rx`, in order.
+  front: RefCell<std::collections::VecDeque<Job>>,
   pending: RefCell<HashMap<u32, oneshot::Sender<HttpReply>>>,
   pending_rpc: RefCell<HashMap<u32, oneshot::Sender<RpcReply>>>,
   /// Which output gate each pending job's reply passes (see `Gate`).
@@ -184,6 +206,7 @@ impl Inbox {
   pub fn new(rx: mpsc::UnboundedReceiver<Job>) -> Self {
     Inbox {
       rx: RefCell::new(rx),
+      front: Default::default(),
       pending: Default::default(),
       pending_rpc: Default::default(),
       gates: Default::default(),
@@ -195,7 +218,23 @@ impl Inbox {
 
   /// Whether work is waiting that JavaScript has not picked up yet.
   pub fn has_queued(&self) -> bool {
-    !self.rx.borrow().is_empty()
+    !self.rx.borrow().is_empty() || !self.front.borrow().is_empty()
+  }
+
+  /// The next queued job, without waiting.
+  pub(crate) fn try_next(&self) -> Option<Job> {
+    if let Some(j) = self.front.borrow_mut().pop_front() {
+      return Some(j);
+    }
+    self.rx.borrow_mut().try_recv().ok()
+  }
+
+  /// Puts `jobs` back, ahead of everything still queued.
+  pub(crate) fn push_front(&self, jobs: Vec<Job>) {
+    let mut f = self.front.borrow_mut();
+    for j in jobs.into_iter().rev() {
+      f.push_front(j);
+    }
   }
 
   /// Fails every request handed to JavaScript and not yet answered (the
@@ -447,9 +486,22 @@ fn gate_for(state: &OpState, actor: &ActorTarget) -> Gate {
 pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>> {
   let inbox = inbox(&state.borrow());
   let mut buf = Vec::new();
-  let n = std::future::poll_fn(|cx| inbox.rx.borrow_mut().poll_recv_many(cx, &mut buf, 128)).await;
-  if n == 0 {
-    return None;
+  loop {
+    buf.extend(inbox.front.borrow_mut().drain(..));
+    if buf.is_empty() {
+      let n =
+        std::future::poll_fn(|cx| inbox.rx.borrow_mut().poll_recv_many(cx, &mut buf, 128)).await;
+      if n == 0 {
+        return None;
+      }
+    }
+    let retire = crate::generation::sort_batch(&state.borrow(), &inbox, &mut buf);
+    if retire {
+      buf.push(Job::Retire);
+    }
+    if !buf.is_empty() {
+      break;
+    }
   }
   let mut state = state.borrow_mut();
   let jobs = buf
@@ -560,6 +612,30 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
             service: Some(job.target.json),
           }
         }
+        Job::Retire => JsJob {
+          id,
+          kind: "retire",
+          method: String::new(),
+          url: None,
+          headers: None,
+          body_rid: None,
+          args: None,
+          actor: None,
+          export: None,
+          service: None,
+        },
+        Job::Adopt(target) => JsJob {
+          id,
+          kind: "adopt",
+          method: String::new(),
+          url: None,
+          headers: None,
+          body_rid: None,
+          args: None,
+          actor: Some(target.into()),
+          export: None,
+          service: None,
+        },
         Job::Alarm(job) => JsJob {
           id,
           kind: "alarm",

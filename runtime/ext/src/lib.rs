@@ -10,6 +10,7 @@ mod alarm;
 mod body;
 mod cell;
 mod facet;
+pub mod generation;
 mod http;
 mod id;
 mod pitr;
@@ -93,6 +94,13 @@ deno_core::extension!(
     ws::op_ws_next,
     ws::op_ws_connect,
     ws::op_cellhost_respond_ws,
+    ws::op_ws_cancel,
+    generation::op_gen_release,
+    generation::op_gen_moving,
+    generation::op_gen_pack,
+    generation::op_gen_adopt,
+    generation::op_gen_retiring,
+    cell::op_cell_settled,
   ],
   esm_entry_point = "ext:cellhost/99_main.js",
   esm = [

@@ -38,9 +38,12 @@ pub struct Wake {
 struct Inner {
   state: Mutex<State>,
   cv: Condvar,
-  db: Mutex<WakeDb>,
+  db: Arc<Mutex<WakeDb>>,
   router: Router,
   fleet: Option<Arc<Fleet>>,
+  /// Set when a newer version's schedule took this one's over: calls go
+  /// there and this one's threads end.
+  next: Mutex<Option<Wake>>,
 }
 
 #[derive(Default)]
@@ -60,8 +63,23 @@ impl Wake {
   /// the timer thread.
   pub fn start(data_dir: &Path, router: Router, fleet: Option<Arc<Fleet>>) -> Result<Wake, String> {
     let db = WakeDb::open(&data_dir.join("wake.sqlite")).map_err(|e| format!("wake index: {e}"))?;
+    Self::with_db(Arc::new(Mutex::new(db)), router, fleet)
+  }
+
+  /// The schedule of a newer version's pool in this process, on this
+  /// schedule's index (see `hand_to`).
+  pub fn successor(&self, router: Router) -> Result<Wake, String> {
+    Self::with_db(self.inner.db.clone(), router, self.inner.fleet.clone())
+  }
+
+  fn with_db(
+    db: Arc<Mutex<WakeDb>>,
+    router: Router,
+    fleet: Option<Arc<Fleet>>,
+  ) -> Result<Wake, String> {
     let mut state = State::default();
-    for e in db.load().map_err(|e| format!("wake index: {e}"))? {
+    let entries = db.lock().unwrap().load();
+    for e in entries.map_err(|e| format!("wake index: {e}"))? {
       // Entries of classes no longer bound stay for a later run.
       if let Some(ns) = router
         .namespaces
@@ -77,9 +95,10 @@ impl Wake {
       inner: Arc::new(Inner {
         state: Mutex::new(state),
         cv: Condvar::new(),
-        db: Mutex::new(db),
+        db,
         router,
         fleet,
+        next: Mutex::new(None),
       }),
     };
     let inner = wake.inner.clone();
@@ -97,6 +116,39 @@ impl Wake {
     Ok(wake)
   }
 
+  /// Hands this schedule over to `next` (a newer version's pool in this
+  /// process): every scheduled alarm moves there, later calls go there, and
+  /// this schedule's threads end.
+  pub fn hand_to(&self, next: &Wake) {
+    let mut st = self.inner.state.lock().unwrap();
+    *self.inner.next.lock().unwrap() = Some(next.clone());
+    let mut to = next.inner.state.lock().unwrap();
+    for ((ns, id), (at, name)) in std::mem::take(&mut st.at) {
+      let Some(n) = self.inner.ns_in(next, ns) else {
+        continue;
+      };
+      let key = (n, id);
+      if let Some(t) = st.indexed.get(&(ns, key.1.clone())) {
+        to.indexed.entry(key.clone()).or_insert(*t);
+      }
+      if let Some(t) = st.published.get(&(ns, key.1.clone())) {
+        to.published.entry(key.clone()).or_insert(*t);
+      }
+      to.set(key, at, name);
+    }
+    st.due.clear();
+    drop(to);
+    next.inner.cv.notify_one();
+    self.inner.cv.notify_one();
+  }
+
+  /// The newer schedule calls go to, with the namespace index there.
+  fn forwarded(&self, ns: u32) -> Option<(Wake, Option<u32>)> {
+    let next = self.inner.next.lock().unwrap().clone()?;
+    let n = self.inner.ns_in(&next, ns);
+    Some((next, n))
+  }
+
   /// The cell's alarm is (now) due at `at_ms`. A time earlier than the
   /// index holds is written to the index, durably (and on a bucket to the
   /// fleet's index too), before the commit that stores the alarm, so the
@@ -108,6 +160,12 @@ impl Wake {
     name: Option<String>,
     at_ms: u64,
   ) -> Result<(), String> {
+    if let Some((next, n)) = self.forwarded(ns) {
+      return match n {
+        Some(n) => next.schedule(n, id, name, at_ms),
+        None => Err("this Durable Object class is not in the Worker's new version".into()),
+      };
+    }
     let key = (ns, id.to_string());
     let mut st = self.inner.state.lock().unwrap();
     if let Some(fleet) = &self.inner.fleet
@@ -145,6 +203,12 @@ impl Wake {
   /// The cell holds no alarm now: stop waking it (its index entry stays,
   /// a harmless hint, until a wake finds the cell without an alarm).
   pub fn cancel(&self, ns: u32, id: &str) {
+    if let Some((next, n)) = self.forwarded(ns) {
+      if let Some(n) = n {
+        next.cancel(n, id);
+      }
+      return;
+    }
     self
       .inner
       .state
@@ -155,6 +219,12 @@ impl Wake {
 
   /// A wake found the cell without an alarm: drop its hint too.
   pub fn forget(&self, ns: u32, id: &str) {
+    if let Some((next, n)) = self.forwarded(ns) {
+      if let Some(n) = n {
+        next.forget(n, id);
+      }
+      return;
+    }
     let key = (ns, id.to_string());
     if let Some(fleet) = &self.inner.fleet {
       fleet.drop_hint(&self.inner.scope(ns, id));
@@ -186,6 +256,25 @@ impl State {
 }
 
 impl Inner {
+  /// Namespace `ns` of this schedule's Worker, as `next`'s Worker numbers it.
+  fn ns_in(&self, next: &Wake, ns: u32) -> Option<u32> {
+    let uk = &self.router.namespaces.get(ns as usize)?.unique_key;
+    let n = next
+      .inner
+      .router
+      .namespaces
+      .iter()
+      .position(|n| &n.unique_key == uk);
+    if n.is_none() {
+      tracing::warn!("alarms of {uk} dropped: the class is not in the new version");
+    }
+    n.map(|n| n as u32)
+  }
+
+  fn handed_over(&self) -> bool {
+    self.next.lock().unwrap().is_some()
+  }
+
   /// The cell's name on the bucket (`Class:id`).
   fn scope(&self, ns: u32, id: &str) -> String {
     cell_scope(&self.router.namespaces[ns as usize].class_name, id)
@@ -196,7 +285,7 @@ impl Inner {
   /// cell if needed and lets its stored alarm decide.
   fn waker(&self) {
     let Some(fleet) = &self.fleet else { return };
-    loop {
+    while !self.handed_over() {
       match fleet.wake_pass() {
         Ok(due) => {
           for (scope, hint) in due {
@@ -233,12 +322,17 @@ impl Inner {
       name,
       from: None,
     };
-    let _ = self.router.isolates[self.router.place(id)].send(Job::Alarm(AlarmJob { target }));
+    let _ = self
+      .router
+      .send(&target.clone(), Job::Alarm(AlarmJob { target }));
   }
 
   fn run(&self) {
     let mut st = self.state.lock().unwrap();
     loop {
+      if self.handed_over() {
+        return;
+      }
       let now = now_ms();
       let next = st.due.first().map(|(at, _)| *at);
       match next {
@@ -252,9 +346,10 @@ impl Inner {
             name,
             from: None,
           };
-          let isolate = self.router.place(&target.id);
           // The isolates are gone only when the process is stopping.
-          let _ = self.router.isolates[isolate].send(Job::Alarm(AlarmJob { target }));
+          let _ = self
+            .router
+            .send(&target.clone(), Job::Alarm(AlarmJob { target }));
         }
         Some(at) => {
           st = self

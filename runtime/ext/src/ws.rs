@@ -236,6 +236,8 @@ pub(crate) struct WsResource {
   /// The commit round the latest held frame waits for: frames leave in
   /// send order, so a later frame never overtakes a held one.
   last_round: Cell<u64>,
+  /// Ends a pending read (the socket moves to another isolate).
+  cancel: Rc<deno_core::CancelHandle>,
 }
 
 impl WsResource {
@@ -244,6 +246,7 @@ impl WsResource {
       tx: RefCell::new(Some(ep.tx)),
       rx: RefCell::new(Some(ep.rx)),
       last_round: Cell::new(0),
+      cancel: deno_core::CancelHandle::new_rc(),
     }
   }
 
@@ -328,6 +331,33 @@ pub fn op_ws_close(
   send(state, rid, WsMsg::Close(code as u16, reason))
 }
 
+/// Closes every socket this isolate still holds with `code` (the isolate
+/// stops: its version was replaced and the object could not be handed
+/// over in time).
+pub fn close_all(state: &mut OpState, code: u16, reason: &str) {
+  let rids: Vec<ResourceId> = state
+    .resource_table
+    .names()
+    .filter(|(_, n)| n == "cellhostWebSocket")
+    .map(|(rid, _)| rid)
+    .collect();
+  for rid in rids {
+    if let Ok(res) = state.resource_table.take::<WsResource>(rid)
+      && let Some(tx) = res.tx.borrow_mut().take()
+    {
+      let _ = tx.send(WsMsg::Close(code, reason.into()));
+    }
+  }
+}
+
+/// Ends the socket's pending read here (it is handed over: `op_gen_pack`).
+#[op2(fast)]
+pub fn op_ws_cancel(state: &mut OpState, #[smi] rid: ResourceId) {
+  if let Ok(res) = state.resource_table.get::<WsResource>(rid) {
+    res.cancel.cancel();
+  }
+}
+
 /// Releases the endpoint (the socket is closed on this side).
 #[op2(fast)]
 pub fn op_ws_drop(state: &mut OpState, #[smi] rid: ResourceId) {
@@ -361,8 +391,15 @@ pub async fn op_ws_next(
   let Some(mut rx) = res.rx.borrow_mut().take() else {
     return Err(JsErrorBox::generic("WebSocket is already being read"));
   };
-  let msg = rx.recv().await;
+  use deno_core::CancelFuture;
+  let cancel = res.cancel.clone();
+  let msg = rx.recv().or_cancel(cancel).await;
   *res.rx.borrow_mut() = Some(rx);
+  let Ok(msg) = msg else {
+    return Err(JsErrorBox::generic(
+      "the WebSocket moved to another isolate",
+    ));
+  };
   let ev = |kind, text, data, code| WsEvent {
     kind,
     text,

@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cellhost_ext::generation::{GenPool, Generations, Placed};
 use cellhost_ext::{Cells, Inbox, Job, Router, SyncFailure, Wake, set};
 use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions, v8};
 use tokio::sync::mpsc;
@@ -37,6 +38,13 @@ pub type ThreadHook =
 pub struct IsolatePool {
   inboxes: Arc<Vec<mpsc::UnboundedSender<Job>>>,
   router: Router,
+  /// `cellhost node`: this pool among the versions the process serves.
+  generation: Option<Arc<GenPool>>,
+  wake: Option<Wake>,
+  /// Turns true when the pool stops (a newer version took its cells).
+  stop: Arc<tokio::sync::watch::Sender<bool>>,
+  /// Isolates whose JavaScript is gone since.
+  stopped: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl IsolatePool {
@@ -48,7 +56,10 @@ impl IsolatePool {
   /// Starts the isolate threads and loads the Worker in each. Fails with the
   /// load error (syntax error, missing export, ...) if any isolate cannot
   /// start, before anything is served.
-  pub fn start(spec: WorkerSpec, opts: PoolOptions, hook: ThreadHook) -> anyhow::Result<Self> {
+  pub fn start(mut spec: WorkerSpec, opts: PoolOptions, hook: ThreadHook) -> anyhow::Result<Self> {
+    // The older pool is needed only here (its threads keep no chain of
+    // every version served).
+    let before = spec.generation.as_mut().and_then(|g| g.after.take());
     let spec = Arc::new(spec);
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
@@ -58,23 +69,50 @@ impl IsolatePool {
       receivers.push(rx);
     }
     let inboxes = Arc::new(senders);
+    let namespaces = Arc::new(spec.durable_objects.clone());
+    let generation = spec
+      .generation
+      .as_ref()
+      .map(|g| GenPool::new(&g.version, inboxes.clone(), namespaces.clone()));
+    let gens = match (&spec.generation, &generation) {
+      (Some(_), Some(pool)) => Some(
+        before
+          .as_ref()
+          .and_then(|a| a.generations())
+          .unwrap_or_else(|| Generations::new(pool.clone())),
+      ),
+      _ => None,
+    };
     let router = Router {
       isolates: inboxes.clone(),
-      namespaces: Arc::new(spec.durable_objects.clone()),
+      namespaces,
       forward: spec.forward.clone(),
+      gens: gens.clone(),
+    };
+    let placed = move |index| {
+      Some(Placed {
+        gens: gens.clone()?,
+        pool: generation.clone()?,
+        index,
+      })
     };
     // Alarms exist only for Durable Objects: a plain Worker writes nothing.
-    let wake = if router.namespaces.is_empty() {
-      None
-    } else {
-      Some(
+    let wake = match before.as_ref().and_then(|p| p.wake.as_ref()) {
+      // A newer version's pool: the same index, handed over at the switch.
+      Some(w) => Some(w.successor(router.clone()).map_err(anyhow::Error::msg)?),
+      None if router.namespaces.is_empty() => None,
+      None => Some(
         Wake::start(&spec.data_dir, router.clone(), spec.fleet.clone())
           .map_err(anyhow::Error::msg)?,
-      )
+      ),
     };
     let pool = IsolatePool {
       inboxes,
       router: router.clone(),
+      generation: placed(0).map(|p| p.pool),
+      wake: wake.clone(),
+      stop: Arc::new(tokio::sync::watch::channel(false).0),
+      stopped: Default::default(),
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     for (index, rx) in receivers.into_iter().enumerate() {
@@ -85,10 +123,14 @@ impl IsolatePool {
         pool.clone(),
         ready_tx.clone(),
       );
-      let (router, wake) = (router.clone(), wake.clone());
+      let (router, wake, placed) = (router.clone(), wake.clone(), placed(index));
       std::thread::Builder::new()
         .name(format!("cellhost-isolate-{index}"))
-        .spawn(move || thread_main(index, spec, opts, rx, ready, hook, pool, router, wake))?;
+        .spawn(move || {
+          thread_main(
+            index, spec, opts, rx, ready, hook, pool, router, wake, placed,
+          )
+        })?;
     }
     drop(ready_tx);
     for _ in 0..pool.len() {
@@ -119,6 +161,36 @@ impl IsolatePool {
   pub fn dispatch(&self, index: usize, job: Job) -> bool {
     self.inboxes[index % self.inboxes.len()].send(job).is_ok()
   }
+
+  /// `cellhost node`: the process's versions, for the next pool to join.
+  pub fn generations(&self) -> Option<Arc<Generations>> {
+    self.router.gens.clone()
+  }
+
+  /// Makes `next` (started joining this pool's generations) serve every
+  /// new cell and alarm; this pool's cells follow at their idle points.
+  pub fn retire_into(&self, next: &IsolatePool) -> Result<(), String> {
+    let (Some(gens), Some(pool)) = (&self.router.gens, &next.generation) else {
+      return Err("this pool serves no deployed version".into());
+    };
+    gens.switch(pool.clone())?;
+    if let (Some(old), Some(new)) = (&self.wake, &next.wake) {
+      old.hand_to(new);
+    }
+    Ok(())
+  }
+
+  /// Stops the isolate threads: what they still run fails, sockets they
+  /// still hold close with 1012, and calls still queued go to the current
+  /// pool. Connections already upgraded keep being served by the thread.
+  pub fn stop(&self) {
+    self.stop.send_replace(true);
+  }
+
+  /// Whether every isolate of the pool stopped running JavaScript.
+  pub fn stopped(&self) -> bool {
+    self.stopped.load(std::sync::atomic::Ordering::SeqCst) >= self.len()
+  }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -132,12 +204,14 @@ fn thread_main(
   pool: IsolatePool,
   router: Router,
   wake: Option<Wake>,
+  placed: Option<Placed>,
 ) {
   let rt = tokio::runtime::Builder::new_current_thread()
     .enable_all()
     .build()
     .unwrap();
   let local = tokio::task::LocalSet::new();
+  let mut stop = pool.stop.subscribe();
   local.block_on(&rt, async move {
     let watch = Watch::new();
     watch.register_thread();
@@ -145,13 +219,30 @@ fn thread_main(
     let inbox = Rc::new(Inbox::new(rx));
     let mut ready = Some(ready);
     loop {
-      match boot(index, &spec, &opts, &inbox, &watch, &router, &wake).await {
+      match boot(index, &spec, &opts, &inbox, &watch, &router, &wake, &placed).await {
         Ok(mut js) => {
           if let Some(ready) = ready.take() {
             let _ = ready.send(Ok(()));
             tokio::task::spawn_local(hook(index, pool.clone()));
           }
-          let reason = drive(&mut js, &watch, &inbox).await;
+          let ended = tokio::select! {
+            reason = drive(&mut js, &watch, &inbox) => Some(reason),
+            _ = stop.wait_for(|s| *s) => None,
+          };
+          let state = js.op_state();
+          cellhost_ext::generation::isolate_gone(&state.borrow(), &inbox);
+          let Some(reason) = ended else {
+            let mut st = state.borrow_mut();
+            cellhost_ext::ws::close_all(&mut st, 1012, cellhost_ext::ws::RESTART_REASON);
+            inbox
+              .fail_in_flight("the Durable Object's node switched to a new version of the Worker");
+            drop(st);
+            drop(js);
+            pool
+              .stopped
+              .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return;
+          };
           tracing::error!(isolate = index, "{reason}; the isolate is recycled");
           inbox.fail_in_flight(&reason);
         }
@@ -164,11 +255,18 @@ fn thread_main(
           tokio::time::sleep(Duration::from_secs(1)).await;
         }
       }
+      if *stop.borrow() {
+        return;
+      }
     }
   });
+  // Stopped: connections this thread upgraded (WebSockets handed to the
+  // new version's isolates) are served here until they close.
+  rt.block_on(local);
 }
 
 /// Creates an isolate from the snapshot and evaluates the Worker in it.
+#[allow(clippy::too_many_arguments)]
 async fn boot(
   index: usize,
   spec: &WorkerSpec,
@@ -177,6 +275,7 @@ async fn boot(
   watch: &Arc<Watch>,
   router: &Router,
   wake: &Option<Wake>,
+  placed: &Option<Placed>,
 ) -> Result<JsRuntime, String> {
   let heap = opts.heap_limit_mb << 20;
   let main = spec
@@ -222,6 +321,9 @@ async fn boot(
     }
     state.put(inbox.clone());
     state.put(router.clone());
+    if let Some(p) = placed {
+      state.put(p.clone());
+    }
     let mut cells = Cells::new(spec.data_dir.clone(), spec.fleet.clone());
     cells.set_pitr_days(spec.pitr_days);
     state.put(cells);

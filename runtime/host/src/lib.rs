@@ -88,6 +88,25 @@ pub struct WorkerSpec {
   pub peers: Option<cellhost_ext::Peers>,
   /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).
   pub ctx_exports: bool,
+  /// `cellhost node`: the deployed version this pool serves, so a later
+  /// version's pool can take its cells over in the same process.
+  pub generation: Option<Generation>,
+}
+
+/// A pool's place among the versions one process serves.
+#[derive(Clone)]
+pub struct Generation {
+  pub version: String,
+  /// The pool this one follows (`None`: it is the first).
+  pub after: Option<IsolatePool>,
+}
+
+impl std::fmt::Debug for Generation {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.debug_struct("Generation")
+      .field("version", &self.version)
+      .finish_non_exhaustive()
+  }
 }
 
 /// `services = [{ binding, service = <this Worker>, entrypoint, props }]`.

@@ -40,6 +40,8 @@ struct Inner {
   inflight: std::sync::atomic::AtomicUsize,
   /// The deployment this node serves (`cellhost node`), for the page.
   version: std::sync::Mutex<Option<String>>,
+  /// Where forwarded calls go: the isolates of the version served now.
+  router: std::sync::Mutex<Option<cellhost_ext::Router>>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -67,6 +69,7 @@ impl Peer {
         rt,
         inflight: Default::default(),
         version: Default::default(),
+        router: Default::default(),
       }),
     }))
   }
@@ -84,6 +87,12 @@ impl Peer {
     *self.inner.version.lock().unwrap() = Some(v.to_string());
   }
 
+  /// Forwarded calls go through `router` from now on (a new version's
+  /// isolates; its namespace table names the classes callers send).
+  pub fn set_router(&self, router: cellhost_ext::Router) {
+    *self.inner.router.lock().unwrap() = Some(router);
+  }
+
   /// Serves forwarded calls on `listener` (the node's `--internal-listen`),
   /// into this node's isolates through `router`, and the operator page
   /// (`data_dir`: where the cells' databases are). Also reports this node
@@ -98,7 +107,8 @@ impl Peer {
       router: router.clone(),
       data_dir,
     };
-    server::spawn(self.inner.clone(), listener, router, Arc::new(page))?;
+    self.set_router(router);
+    server::spawn(self.inner.clone(), listener, Arc::new(page))?;
     let inner = self.inner.clone();
     let started_ms = cellhost_fleet::now_ms();
     self.inner.rt.spawn(async move {

@@ -24,7 +24,6 @@ use crate::wire::*;
 pub(crate) fn spawn(
   inner: Arc<Inner>,
   listener: std::net::TcpListener,
-  router: Router,
   page: Arc<crate::operator::Page>,
 ) -> Result<(), String> {
   listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -39,10 +38,16 @@ pub(crate) fn spawn(
         continue;
       };
       let _ = stream.set_nodelay(true);
-      let (inner, router, page) = (inner.clone(), router.clone(), page.clone());
+      let (inner, page) = (inner.clone(), page.clone());
       tokio::spawn(async move {
         let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-          let (inner, router, page) = (inner.clone(), router.clone(), page.clone());
+          let (inner, page) = (inner.clone(), page.clone());
+          let router = inner
+            .router
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("set by serve()");
           async move {
             let path = req.uri().path();
             if path == "/_cellhost" || (path.starts_with("/_cellhost/") && path != FORWARD_PATH) {

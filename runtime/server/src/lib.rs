@@ -49,6 +49,18 @@ pub struct Listeners {
   assets: Option<Arc<Assets>>,
   gate: Option<AnswerGate>,
   drain: Arc<Drain>,
+  /// One per pool that served from these listeners (`cellhost node`
+  /// switching versions in process); the last one accepts.
+  eras: Mutex<Vec<Arc<Era>>>,
+}
+
+/// The connections one pool's threads accepted. Once retired, its accept
+/// loops hand their sockets back (to the next pool's threads: nothing
+/// queued in the kernel is lost) and its connections close after their
+/// answers in flight.
+struct Era {
+  retired: tokio::sync::watch::Sender<bool>,
+  inflight: std::sync::atomic::AtomicUsize,
 }
 
 /// A node's drain (SIGTERM on a fleet): the listeners stop accepting, each
@@ -70,22 +82,24 @@ impl Default for Drain {
   }
 }
 
-/// Counts one request in flight until dropped.
-struct InFlight(Arc<Drain>);
+/// Counts one request in flight (node-wide and in its era) until dropped.
+struct InFlight(Arc<Drain>, Arc<Era>);
 
 impl InFlight {
-  fn new(d: &Arc<Drain>) -> Self {
+  fn new(d: &Arc<Drain>, era: &Arc<Era>) -> Self {
     d.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    InFlight(d.clone())
+    era
+      .inflight
+      .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    InFlight(d.clone(), era.clone())
   }
 }
 
 impl Drop for InFlight {
   fn drop(&mut self) {
-    self
-      .0
-      .inflight
-      .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    use std::sync::atomic::Ordering::SeqCst;
+    self.0.inflight.fetch_sub(1, SeqCst);
+    self.1.inflight.fetch_sub(1, SeqCst);
   }
 }
 
@@ -126,7 +140,35 @@ impl Listeners {
       assets,
       gate,
       drain: Default::default(),
+      eras: Default::default(),
     }))
+  }
+
+  /// Retires the accept loops of every pool but the newest: they hand
+  /// their sockets to the newest pool's threads, and their connections
+  /// close once answered. Returns the requests those pools still answer.
+  pub fn retire_older(&self) -> usize {
+    let eras = self.eras.lock().unwrap();
+    let Some((_, older)) = eras.split_last() else {
+      return 0;
+    };
+    for e in older {
+      e.retired.send_replace(true);
+    }
+    self.older_inflight_in(&eras)
+  }
+
+  /// Requests still answered by retired pools' connections.
+  pub fn older_inflight(&self) -> usize {
+    self.older_inflight_in(&self.eras.lock().unwrap())
+  }
+
+  fn older_inflight_in(&self, eras: &[Arc<Era>]) -> usize {
+    let n = eras.len().saturating_sub(1);
+    eras[..n]
+      .iter()
+      .map(|e| e.inflight.load(std::sync::atomic::Ordering::SeqCst))
+      .sum()
   }
 
   /// Starts draining: no new connections; open ones close after their next
@@ -147,50 +189,76 @@ impl Listeners {
       .load(std::sync::atomic::Ordering::SeqCst)
   }
 
-  /// The per-thread hook that serves HTTP on isolate thread `index`.
+  /// The per-thread hook that serves HTTP on isolate thread `index` (of a
+  /// new pool: it takes each socket once the older pool's thread gave it
+  /// back, see `retire_older`).
   pub fn hook(self: &Arc<Self>) -> ThreadHook {
     let this = self.clone();
-    let limits = self.limits;
-    let assets = self.assets.clone();
-    let gate = self.gate.clone();
-    let drain = self.drain.clone();
+    let era = Arc::new(Era {
+      retired: tokio::sync::watch::channel(false).0,
+      inflight: Default::default(),
+    });
+    self.eras.lock().unwrap().push(era.clone());
     Arc::new(move |index, pool| {
-      let assets = assets.clone();
-      let gate = gate.clone();
-      let drain = drain.clone();
-      let std = this
-        .sockets
-        .lock()
-        .unwrap()
-        .get_mut(index)
-        .and_then(Option::take);
+      let (this, era) = (this.clone(), era.clone());
       Box::pin(async move {
-        let Some(std) = std else { return };
-        let listener = tokio::net::TcpListener::from_std(std).expect("registering the listener");
-        accept_loop(listener, index, pool, limits, assets, gate, drain).await
+        let listener = loop {
+          if this
+            .drain
+            .draining
+            .load(std::sync::atomic::Ordering::SeqCst)
+          {
+            return;
+          }
+          // Only the newest pool takes a socket (a pool that failed to
+          // start may have some threads up).
+          let newest = this.eras.lock().unwrap().last().cloned();
+          let std = match newest {
+            Some(n) if Arc::ptr_eq(&n, &era) => this
+              .sockets
+              .lock()
+              .unwrap()
+              .get_mut(index)
+              .and_then(Option::take),
+            _ => None,
+          };
+          match std {
+            Some(std) => break std,
+            None => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+          }
+        };
+        let listener =
+          tokio::net::TcpListener::from_std(listener).expect("registering the listener");
+        let back = accept_loop(listener, index, pool, &this, era).await;
+        if let Some(l) = back.and_then(|l| l.into_std().ok()) {
+          this.sockets.lock().unwrap()[index] = Some(l);
+        }
       })
     })
   }
 }
 
+/// Serves connections until the node drains (the listener closes) or the
+/// pool retires (the listener is handed back).
 async fn accept_loop(
   listener: tokio::net::TcpListener,
   index: usize,
   pool: IsolatePool,
-  limits: Limits,
-  assets: Option<Arc<Assets>>,
-  gate: Option<AnswerGate>,
-  drain: Arc<Drain>,
-) {
+  on: &Listeners,
+  era: Arc<Era>,
+) -> Option<tokio::net::TcpListener> {
   use std::sync::atomic::Ordering;
+  let (limits, drain) = (on.limits, on.drain.clone());
   let mut started = drain.started.subscribe();
+  let mut retired = era.retired.subscribe();
   loop {
     let accepted = tokio::select! {
       a = listener.accept() => a,
-      _ = started.wait_for(|d| *d) => break,
+      _ = started.wait_for(|d| *d) => return None,
+      _ = retired.wait_for(|r| *r) => return Some(listener),
     };
     if drain.draining.load(Ordering::SeqCst) {
-      break; // the listener closes: new connections go to other nodes
+      return None; // the listener closes: new connections go to other nodes
     }
     let stream = match accepted {
       Ok((stream, _)) => stream,
@@ -202,21 +270,25 @@ async fn accept_loop(
     };
     let _ = stream.set_nodelay(true);
     let pool = pool.clone();
-    let assets = assets.clone();
-    let gate = gate.clone();
+    let assets = on.assets.clone();
+    let gate = on.gate.clone();
     let drain = drain.clone();
+    let era = era.clone();
     tokio::task::spawn_local(async move {
+      let mut retiring = era.retired.subscribe();
       let svc = hyper::service::service_fn(move |req| {
-        let counted = InFlight::new(&drain);
+        let counted = InFlight::new(&drain, &era);
         let stop = drain.started.subscribe();
         let answer = handle(req, index, pool.clone(), limits, assets.clone(), stop);
         let gate = gate.clone();
         let drain = drain.clone();
+        let era = era.clone();
         async move {
           let mut res = answer.await?;
           drop(counted);
-          // Draining: this connection's client goes elsewhere next time.
-          if drain.draining.load(Ordering::SeqCst)
+          // Draining or retired: this connection's client comes back on a
+          // new one (to another node, or to the new version's threads).
+          if (drain.draining.load(Ordering::SeqCst) || *era.retired.borrow())
             && res.status() != StatusCode::SWITCHING_PROTOCOLS
           {
             res
@@ -234,7 +306,21 @@ async fn accept_loop(
         .max_buf_size(MAX_REQUEST_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), svc)
         .with_upgrades();
-      if let Err(e) = conn.await {
+      tokio::pin!(conn);
+      // When the pool retires an idle connection closes at once, a busy
+      // one after its answer: its thread's isolate is about to stop.
+      let ended = tokio::select! {
+        r = conn.as_mut() => Some(r),
+        _ = retiring.wait_for(|r| *r) => None,
+      };
+      let ended = match ended {
+        Some(r) => r,
+        None => {
+          conn.as_mut().graceful_shutdown();
+          conn.await
+        }
+      };
+      if let Err(e) = ended {
         tracing::debug!("connection: {e}");
       }
     });

@@ -1,0 +1,480 @@
+//! Generations of a node's isolates: `cellhost node` switches to a new
+//! version in the same process. New isolates load it and take every new
+//! request; each cell the old isolates hold stays with them until its next
+//! idle point (nothing running or queued, its writes durable), then moves,
+//! with its hibernatable WebSockets, to the new isolates. One writer per
+//! cell at any time: a call for a cell goes where the cell lives.
+//!
+//! Routing rule (under one lock, so nothing overtakes): a call for cell K
+//! goes to the retiring pool while K lives there, or while K's isolate
+//! there has not yet processed its `Retire` (it does not know yet which of
+//! its cells live); otherwise to the current pool. A retiring isolate hands
+//! a cell over by sending, in order, the socket parcel (`Adopt`), the calls
+//! it held back while packing, and every call for K still in its queue.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use deno_core::{OpState, op2};
+use deno_error::JsErrorBox;
+use tokio::sync::mpsc;
+
+use crate::actor::Namespace;
+use crate::http::{ActorTarget, Inbox, Job};
+use crate::ws::{Endpoint, WsResource};
+
+/// Every pool of this process and where each cell lives.
+pub struct Generations {
+  state: Mutex<State>,
+}
+
+struct State {
+  current: Arc<GenPool>,
+  /// The pool handing its cells over (at most one at a time).
+  retiring: Option<Arc<GenPool>>,
+  /// Cells (`<unique key>/<id>`) still living in the retiring pool.
+  resident: HashSet<String>,
+  /// Hibernatable WebSockets on their way to the current pool, by cell.
+  parcels: HashMap<String, Parcel>,
+}
+
+/// One pool's isolates, as routing sees them.
+pub struct GenPool {
+  pub version: String,
+  isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
+  namespaces: Arc<Vec<Namespace>>,
+  slots: Vec<Mutex<Slot>>,
+}
+
+#[derive(Default)]
+struct Slot {
+  /// This isolate processed `Retire`: `cells` is final, new cells go to
+  /// the current pool.
+  decided: bool,
+  /// Cells with an instance or hibernated sockets on this isolate.
+  cells: HashSet<String>,
+  /// Cells being packed (sockets leaving): their calls wait here.
+  moving: HashMap<String, Vec<Job>>,
+}
+
+/// A cell's hibernatable sockets and its hibernation settings, moving.
+pub(crate) struct Parcel {
+  meta: String,
+  sockets: Vec<(Endpoint, String)>,
+}
+
+/// The pool and isolate an isolate thread belongs to (in its `OpState`).
+#[derive(Clone)]
+pub struct Placed {
+  pub gens: Arc<Generations>,
+  pub pool: Arc<GenPool>,
+  pub index: usize,
+}
+
+/// Packed sockets of cells being handed over, by cell (in `OpState`).
+#[derive(Default)]
+struct Packing(HashMap<String, Vec<(Endpoint, String)>>);
+
+fn place(id: &str, n: usize) -> usize {
+  let h = u32::from_str_radix(id.get(..8).unwrap_or("0"), 16).unwrap_or(0);
+  h as usize % n.max(1)
+}
+
+impl std::fmt::Debug for Generations {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str("Generations")
+  }
+}
+
+impl GenPool {
+  pub fn new(
+    version: &str,
+    isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
+    namespaces: Arc<Vec<Namespace>>,
+  ) -> Arc<Self> {
+    Arc::new(GenPool {
+      version: version.into(),
+      slots: (0..isolates.len()).map(|_| Mutex::default()).collect(),
+      isolates,
+      namespaces,
+    })
+  }
+
+  fn slot(&self, i: usize) -> MutexGuard<'_, Slot> {
+    self.slots[i].lock().unwrap()
+  }
+
+  fn key(&self, t: &ActorTarget) -> Option<String> {
+    let ns = self.namespaces.get(t.ns as usize)?;
+    Some(format!("{}/{}", ns.unique_key, t.id))
+  }
+}
+
+impl Generations {
+  pub fn new(first: Arc<GenPool>) -> Arc<Self> {
+    Arc::new(Generations {
+      state: Mutex::new(State {
+        current: first,
+        retiring: None,
+        resident: HashSet::new(),
+        parcels: HashMap::new(),
+      }),
+    })
+  }
+
+  fn lock(&self) -> MutexGuard<'_, State> {
+    self.state.lock().unwrap()
+  }
+
+  /// Sends a job for a Durable Object where its cell lives; `from` is the
+  /// namespace table the job's `ns` index refers to.
+  pub fn send(&self, from: &[Namespace], job: Job) -> Result<(), JsErrorBox> {
+    self.lock().send(from, job)
+  }
+
+  /// Makes `next` the pool new cells go to and retires the current one.
+  /// Refused while an earlier switch still hands cells over.
+  pub fn switch(&self, next: Arc<GenPool>) -> Result<Arc<GenPool>, String> {
+    let mut st = self.lock();
+    if let Some(old) = &st.retiring {
+      return Err(format!(
+        "version {} still hands {} cells over",
+        old.version,
+        st.resident.len()
+      ));
+    }
+    let old = std::mem::replace(&mut st.current, next);
+    for tx in old.isolates.iter() {
+      let _ = tx.send(Job::Retire);
+    }
+    st.retiring = Some(old.clone());
+    Ok(old)
+  }
+
+  /// How many cells the retiring pool still holds (`None`: none retires,
+  /// or every isolate of it processed its `Retire` and the count is final
+  /// only then).
+  pub fn retiring_cells(&self) -> Option<usize> {
+    let st = self.lock();
+    let old = st.retiring.as_ref()?;
+    let undecided = (0..old.slots.len()).any(|i| !old.slot(i).decided);
+    Some(st.resident.len() + usize::from(undecided))
+  }
+
+  /// The retiring pool is done (or out of time): every call goes to the
+  /// current pool from now on; its isolates bounce what they still queue.
+  pub fn finish_retire(&self) {
+    let mut st = self.lock();
+    if let Some(old) = st.retiring.take() {
+      for i in 0..old.slots.len() {
+        let mut s = old.slot(i);
+        s.decided = true;
+        s.cells.clear();
+        s.moving.clear();
+      }
+    }
+    st.resident.clear();
+  }
+}
+
+impl State {
+  fn pool_for(&self, key: &str, id: &str) -> &Arc<GenPool> {
+    if let Some(old) = &self.retiring
+      && (self.resident.contains(key) || !old.slot(place(id, old.slots.len())).decided)
+    {
+      return old;
+    }
+    &self.current
+  }
+
+  fn send(&self, from: &[Namespace], mut job: Job) -> Result<(), JsErrorBox> {
+    let Some(t) = job.target_mut() else {
+      return Err(JsErrorBox::type_error("not a Durable Object call"));
+    };
+    let ns = from
+      .get(t.ns as usize)
+      .ok_or_else(|| JsErrorBox::type_error("unknown namespace"))?;
+    let key = format!("{}/{}", ns.unique_key, t.id);
+    let pool = self.pool_for(&key, &t.id);
+    if !std::ptr::eq(from.as_ptr(), pool.namespaces.as_ptr()) {
+      t.ns = pool
+        .namespaces
+        .iter()
+        .position(|n| n.unique_key == ns.unique_key)
+        .ok_or_else(|| {
+          JsErrorBox::generic(format!(
+            "Durable Object class {} is not in version {} of this Worker",
+            ns.class_name, pool.version
+          ))
+        })? as u32;
+    }
+    let i = place(&t.id, pool.isolates.len());
+    pool.isolates[i]
+      .send(job)
+      .map_err(|_| JsErrorBox::generic("Network connection lost."))
+  }
+
+  /// Moves cell `key` of `from` (slot `i`) to the current pool: the parcel
+  /// first, then the calls held while packing, then its calls still queued
+  /// on the isolate (`inbox`; the others stay, in order, at its front).
+  fn hand_over(
+    &mut self,
+    from: &GenPool,
+    i: usize,
+    key: &str,
+    parcel: Option<Parcel>,
+    inbox: &Inbox,
+  ) {
+    let held = {
+      let mut s = from.slot(i);
+      s.cells.remove(key);
+      s.moving.remove(key).unwrap_or_default()
+    };
+    self.resident.remove(key);
+    let target = |job: &mut Job| {
+      job
+        .target_mut()
+        .and_then(|t| from.key(t))
+        .filter(|k| k == key)
+    };
+    let mut queued = Vec::new();
+    let mut others = Vec::new();
+    while let Some(mut job) = inbox.try_next() {
+      if target(&mut job).is_some() {
+        queued.push(job);
+      } else {
+        others.push(job);
+      }
+    }
+    inbox.push_front(others);
+    let mut out = Vec::new();
+    if let Some(p) = parcel {
+      let (ns, id) = split_key(from, key);
+      self.parcels.insert(key.to_string(), p);
+      out.push(Job::Adopt(ActorTarget {
+        ns,
+        id,
+        name: None,
+        from: None,
+      }));
+    }
+    out.extend(held);
+    out.extend(queued);
+    for job in out {
+      if let Err(e) = self.send(&from.namespaces, job) {
+        tracing::warn!("handing {key} over: {e}");
+      }
+    }
+  }
+}
+
+fn split_key(pool: &GenPool, key: &str) -> (u32, String) {
+  let (uk, id) = key.rsplit_once('/').unwrap_or((key, ""));
+  let ns = pool
+    .namespaces
+    .iter()
+    .position(|n| n.unique_key == uk)
+    .unwrap_or(0);
+  (ns as u32, id.to_string())
+}
+
+/// Sorts a batch the isolate took from its queue: jobs for cells that live
+/// here (or that it may take, before `Retire`) stay; on a retiring isolate
+/// the others go to the current pool, and calls for a cell being packed
+/// wait. Returns whether `Retire` was among them.
+pub(crate) fn sort_batch(state: &OpState, inbox: &Inbox, batch: &mut Vec<Job>) -> bool {
+  let Some(p) = state.try_borrow::<Placed>() else {
+    return false;
+  };
+  let retire = batch.iter().any(|j| matches!(j, Job::Retire));
+  if !retire && !p.pool.slot(p.index).decided {
+    let mut s = p.pool.slot(p.index);
+    for job in batch.iter_mut() {
+      if let Some(key) = job.target_mut().and_then(|t| p.pool.key(t)) {
+        s.cells.insert(key);
+      }
+    }
+    return false;
+  }
+  let mut st = p.gens.lock();
+  let mut jobs = std::mem::take(batch);
+  if retire {
+    // Everything queued behind `Retire` is sorted now, under the lock, so
+    // no call sent to the current pool later overtakes it.
+    while let Some(job) = inbox.try_next() {
+      jobs.push(job);
+    }
+  }
+  let mut decided = p.pool.slot(p.index).decided;
+  for mut job in jobs {
+    if matches!(job, Job::Retire) {
+      let mut s = p.pool.slot(p.index);
+      s.decided = true;
+      decided = true;
+      if st
+        .retiring
+        .as_ref()
+        .is_some_and(|r| Arc::ptr_eq(r, &p.pool))
+      {
+        st.resident.extend(s.cells.iter().cloned());
+      }
+      continue;
+    }
+    let Some(key) = job.target_mut().and_then(|t| p.pool.key(t)) else {
+      batch.push(job);
+      continue;
+    };
+    let mut s = p.pool.slot(p.index);
+    if !decided {
+      s.cells.insert(key);
+      batch.push(job);
+    } else if let Some(held) = s.moving.get_mut(&key) {
+      held.push(job);
+    } else if s.cells.contains(&key) {
+      batch.push(job);
+    } else {
+      drop(s);
+      if let Err(e) = st.send(&p.pool.namespaces, job) {
+        tracing::warn!("passing a call for {key} on: {e}");
+      }
+    }
+  }
+  retire
+}
+
+/// The isolate was recycled or stopped: its cells are gone with it; calls
+/// still queued for them go to the current pool.
+pub fn isolate_gone(state: &OpState, inbox: &Inbox) {
+  let Some(p) = state.try_borrow::<Placed>() else {
+    return;
+  };
+  let mut st = p.gens.lock();
+  let keys: Vec<String> = p.pool.slot(p.index).cells.drain().collect();
+  let retiring = st
+    .retiring
+    .as_ref()
+    .is_some_and(|r| Arc::ptr_eq(r, &p.pool));
+  if retiring || p.pool.slot(p.index).decided {
+    for k in &keys {
+      st.resident.remove(k);
+    }
+    let mut keep = Vec::new();
+    while let Some(mut job) = inbox.try_next() {
+      if job.target_mut().is_some() {
+        if let Err(e) = st.send(&p.pool.namespaces, job) {
+          tracing::warn!("passing a call on: {e}");
+        }
+      } else {
+        keep.push(job);
+      }
+    }
+    inbox.push_front(keep);
+  }
+}
+
+fn cell_key(state: &OpState, ns: u32, id: &str) -> Option<(Placed, String)> {
+  let p = state.try_borrow::<Placed>()?.clone();
+  let ns = p.pool.namespaces.get(ns as usize)?;
+  let key = format!("{}/{id}", ns.unique_key);
+  Some((p, key))
+}
+
+/// The cell `ns`/`id` has neither an instance nor hibernated sockets here
+/// any more; `meta` (with sockets packed by `op_gen_pack`) when it is
+/// handed over with its hibernation state.
+#[op2]
+pub fn op_gen_release(
+  state: &mut OpState,
+  #[smi] ns: u32,
+  #[string] id: &str,
+  #[string] meta: Option<String>,
+) {
+  let Some((p, key)) = cell_key(state, ns, id) else {
+    return;
+  };
+  let sockets = state
+    .try_borrow_mut::<Packing>()
+    .and_then(|k| k.0.remove(&key))
+    .unwrap_or_default();
+  {
+    let mut s = p.pool.slot(p.index);
+    if !s.decided {
+      s.cells.remove(&key);
+      return;
+    }
+  }
+  let parcel = meta.map(|meta| Parcel { meta, sockets });
+  let inbox = crate::http::inbox(state);
+  p.gens
+    .lock()
+    .hand_over(&p.pool, p.index, &key, parcel, &inbox);
+}
+
+/// The cell's sockets are being packed: its calls wait until it is handed
+/// over.
+#[op2(fast)]
+pub fn op_gen_moving(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) {
+  if let Some((p, key)) = cell_key(state, ns, id) {
+    p.pool.slot(p.index).moving.entry(key).or_default();
+  }
+}
+
+/// Packs one hibernatable socket of a cell being handed over (its read was
+/// cancelled and has ended): the endpoint leaves this isolate.
+#[op2(fast)]
+pub fn op_gen_pack(
+  state: &mut OpState,
+  #[smi] ns: u32,
+  #[string] id: &str,
+  #[smi] rid: u32,
+  #[string] info: String,
+) -> Result<(), JsErrorBox> {
+  let Some((_, key)) = cell_key(state, ns, id) else {
+    return Err(JsErrorBox::generic("not a retiring isolate"));
+  };
+  let res = state
+    .resource_table
+    .take::<WsResource>(rid)
+    .map_err(JsErrorBox::from_err)?;
+  let ep = res.take()?;
+  if !state.has::<Packing>() {
+    state.put(Packing::default());
+  }
+  state
+    .borrow_mut::<Packing>()
+    .0
+    .entry(key)
+    .or_default()
+    .push((ep, info));
+  Ok(())
+}
+
+/// The hibernation state of a cell handed over to this isolate:
+/// `{ meta, sockets: [{ rid, info }] }` as JSON, its endpoints now here.
+#[op2]
+#[string]
+pub fn op_gen_adopt(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> Option<String> {
+  let (p, key) = cell_key(state, ns, id)?;
+  let parcel = p.gens.lock().parcels.remove(&key)?;
+  let sockets: Vec<String> = parcel
+    .sockets
+    .into_iter()
+    .map(|(ep, info)| {
+      let rid = state.resource_table.add(WsResource::new(ep));
+      format!("{{\"rid\":{rid},\"info\":{info}}}")
+    })
+    .collect();
+  Some(format!(
+    "{{\"meta\":{},\"sockets\":[{}]}}",
+    parcel.meta,
+    sockets.join(",")
+  ))
+}
+
+/// Whether this isolate retires (its cells are handed over when idle).
+#[op2(fast)]
+pub fn op_gen_retiring(state: &mut OpState) -> bool {
+  state
+    .try_borrow::<Placed>()
+    .is_some_and(|p| p.pool.slot(p.index).decided)
+}
