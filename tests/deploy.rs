@@ -331,6 +331,13 @@ export class Room extends DurableObject {
       await new Promise((r) => setTimeout(r, 1500));
       return new Response("VERSION-slow");
     }
+    if (new URL(req.url).pathname === "/alarm") {
+      await this.ctx.storage.setAlarm(Date.now() + 2500);
+      return new Response("set");
+    }
+    if (new URL(req.url).pathname === "/alarm-ran") {
+      return new Response((await this.ctx.storage.get("ran")) ?? "not yet");
+    }
     const [client, server] = Object.values(new WebSocketPair());
     if (new URL(req.url).pathname === "/live") {
       // Not hibernatable: it keeps this object busy while it is open.
@@ -341,6 +348,9 @@ export class Room extends DurableObject {
     this.ctx.acceptWebSocket(server, ["tag-a"]);
     server.serializeAttachment({ joined: "VERSION" });
     return new Response(null, { status: 101, webSocket: client });
+  }
+  async alarm() {
+    await this.ctx.storage.put("ran", "VERSION");
   }
   webSocketMessage(ws, msg) {
     const sql = this.ctx.storage.sql;
@@ -354,7 +364,8 @@ export class Room extends DurableObject {
 export default {
   fetch(req, env) {
     if (new URL(req.url).pathname === "/version") return new Response("VERSION");
-    const name = new URL(req.url).pathname === "/live" ? "live" : "r";
+    const path = new URL(req.url).pathname;
+    const name = path === "/live" ? "live" : path.startsWith("/alarm") ? "al" : "r";
     return env.ROOM.getByName(name).fetch(req);
   },
 };
@@ -394,6 +405,8 @@ fn upgrade_in_process(f: &Fleet) {
   let (mut live, _) = connect(format!("ws://{}/live", a.addr)).expect("connect");
   live.send(Message::text("x")).unwrap();
   assert_eq!(live.read().unwrap().to_text().unwrap(), "v1:x");
+  // An alarm set by v1, due after the switch: v2 runs it.
+  assert_eq!(get(a.addr, "/alarm").text(), "set");
   // A request the old version is answering when the new one arrives.
   let addr = a.addr;
   let slow = std::thread::spawn(move || request(addr, "GET", "/slow", &[], b""));
@@ -405,7 +418,7 @@ fn upgrade_in_process(f: &Fleet) {
   loop {
     match request(a.addr, "GET", "/version", &[], b"") {
       Ok(r) if r.text() == "v2" => break,
-      Ok(r) => assert_eq!(r.text(), "v1"),
+      Ok(r) => assert_eq!(r.text(), "v1", "{}", a.log()),
       Err(_) => refused += 1,
     }
     assert!(switched.elapsed() < Duration::from_secs(30), "{}", a.log());
@@ -418,7 +431,12 @@ fn upgrade_in_process(f: &Fleet) {
   assert_eq!(refused, 0, "{}", a.log());
   // The request in flight finished on v1.
   let r = slow.join().unwrap().expect("the slow request");
-  assert_eq!((r.status, r.text().as_str()), (200, "v1-slow"));
+  assert_eq!(
+    (r.status, r.text().as_str()),
+    (200, "v1-slow"),
+    "{}",
+    a.log()
+  );
   // Once idle the object moved, its socket with it: the next frame meets
   // v2's code on the same connection, with the count, the attachment and
   // the tag of v1's time.
@@ -448,10 +466,23 @@ fn upgrade_in_process(f: &Fleet) {
   // A new socket on v2 joins it: both are listed.
   let (mut ws2, _) = connect(format!("ws://{}/ws", a.addr)).expect("connect");
   ws2.send(Message::text("m3")).unwrap();
-  assert_eq!(ws2.read().unwrap().to_text().unwrap(), "v2:m3:3:v2:2:tag-a");
+  assert_eq!(
+    ws2.read().unwrap().to_text().unwrap(),
+    "v2:m3:3:v2:2:tag-a",
+    "{}",
+    a.log()
+  );
   ws.close(None).unwrap();
+  let end = Instant::now() + Duration::from_secs(10);
+  while get(a.addr, "/alarm-ran").text() != "v2" {
+    assert!(
+      Instant::now() < end,
+      "the alarm did not run on v2\n{}",
+      a.log()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+  }
   assert!(!a.log().contains("drained in"), "{}", a.log());
-  eprintln!("{}", a.log());
 }
 
 #[test]

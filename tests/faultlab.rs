@@ -67,7 +67,7 @@ use check::{Fault, Kind, Op, Outcome, Stop};
 use proxy::{Mode, Proxy};
 use rng::Rng;
 use store::*;
-use support::{Cellhost, parse_response, repo_root};
+use support::{Cellhost, cellhost_bin, copy_dir, parse_response, repo_root};
 use traffic::*;
 
 const TTL_MS: u64 = 3_000;
@@ -671,7 +671,7 @@ impl Lab {
     let js = dir.join("worker.js");
     let code = std::fs::read_to_string(&js).unwrap();
     std::fs::write(&js, format!("{code}\n// version {}\n", self.versions)).unwrap();
-    let out = std::process::Command::new(cellhost_bin())
+    let out = Command::new(cellhost_bin())
       .args(["deploy", dir.to_str().unwrap(), "--message"])
       .arg(format!("v{}", self.versions))
       .args(self.store.direct_args())

@@ -5,14 +5,13 @@
 //! with its hibernatable WebSockets, to the new isolates. One writer per
 //! cell at any time: a call for a cell goes where the cell lives.
 //!
-//! Routing rule (under one lock, so nothing overtakes): a call for cell K
-//! goes to the retiring pool while K lives there, or while K's isolate
-//! there has not yet processed its `Retire` (it does not know yet which of
-//! its cells live); otherwise to the current pool. A retiring isolate hands
-//! a cell over by sending, in order, the socket parcel (`Adopt`), the calls
-//! it held back while packing, and every call for K still in its queue.
+//! The rules are `cellhost_logic::handover`'s (checked by its simulator);
+//! this is their I/O shell: one `Routing` under a lock, one `Slot` per
+//! isolate, the isolates' queues, and the sockets' parcels.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use cellhost_logic::handover::{Routing, Slot, Sort};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use deno_core::{OpState, op2};
@@ -29,13 +28,19 @@ pub struct Generations {
 }
 
 struct State {
-  current: Arc<GenPool>,
-  /// The pool handing its cells over (at most one at a time).
-  retiring: Option<Arc<GenPool>>,
-  /// Cells (`<unique key>/<id>`) still living in the retiring pool.
-  resident: HashSet<String>,
+  routing: Routing<PoolRef>,
   /// Hibernatable WebSockets on their way to the current pool, by cell.
   parcels: HashMap<String, Parcel>,
+}
+
+/// A pool as the routing table names it (the same pool: the same `Arc`).
+#[derive(Clone)]
+struct PoolRef(Arc<GenPool>);
+
+impl PartialEq for PoolRef {
+  fn eq(&self, other: &Self) -> bool {
+    Arc::ptr_eq(&self.0, &other.0)
+  }
 }
 
 /// One pool's isolates, as routing sees them.
@@ -43,18 +48,7 @@ pub struct GenPool {
   pub version: String,
   isolates: Arc<Vec<mpsc::UnboundedSender<Job>>>,
   namespaces: Arc<Vec<Namespace>>,
-  slots: Vec<Mutex<Slot>>,
-}
-
-#[derive(Default)]
-struct Slot {
-  /// This isolate processed `Retire`: `cells` is final, new cells go to
-  /// the current pool.
-  decided: bool,
-  /// Cells with an instance or hibernated sockets on this isolate.
-  cells: HashSet<String>,
-  /// Cells being packed (sockets leaving): their calls wait here.
-  moving: HashMap<String, Vec<Job>>,
+  slots: Vec<Mutex<Slot<Job>>>,
 }
 
 /// A cell's hibernatable sockets and its hibernation settings, moving.
@@ -100,7 +94,7 @@ impl GenPool {
     })
   }
 
-  fn slot(&self, i: usize) -> MutexGuard<'_, Slot> {
+  fn slot(&self, i: usize) -> MutexGuard<'_, Slot<Job>> {
     self.slots[i].lock().unwrap()
   }
 
@@ -114,9 +108,7 @@ impl Generations {
   pub fn new(first: Arc<GenPool>) -> Arc<Self> {
     Arc::new(Generations {
       state: Mutex::new(State {
-        current: first,
-        retiring: None,
-        resident: HashSet::new(),
+        routing: Routing::new(PoolRef(first)),
         parcels: HashMap::new(),
       }),
     })
@@ -136,57 +128,37 @@ impl Generations {
   /// Refused while an earlier switch still hands cells over.
   pub fn switch(&self, next: Arc<GenPool>) -> Result<Arc<GenPool>, String> {
     let mut st = self.lock();
-    if let Some(old) = &st.retiring {
-      return Err(format!(
-        "version {} still hands {} cells over",
-        old.version,
-        st.resident.len()
-      ));
-    }
-    let old = std::mem::replace(&mut st.current, next);
-    for tx in old.isolates.iter() {
+    let slots = st.routing.current().0.slots.len();
+    let old = st.routing.switch(PoolRef(next), slots).map_err(|e| {
+      format!(
+        "the previous version still hands {} objects over",
+        e.objects
+      )
+    })?;
+    for tx in old.0.isolates.iter() {
       let _ = tx.send(Job::Retire);
     }
-    st.retiring = Some(old.clone());
-    Ok(old)
+    Ok(old.0)
   }
 
-  /// How many cells the retiring pool still holds (`None`: none retires,
-  /// or every isolate of it processed its `Retire` and the count is final
-  /// only then).
+  /// What the retiring pool still holds (objects, and isolates that have
+  /// not taken their `Retire` yet); `None`: nothing retires.
   pub fn retiring_cells(&self) -> Option<usize> {
-    let st = self.lock();
-    let old = st.retiring.as_ref()?;
-    let undecided = (0..old.slots.len()).any(|i| !old.slot(i).decided);
-    Some(st.resident.len() + usize::from(undecided))
+    self.lock().routing.retiring_left()
   }
 
-  /// The retiring pool is done (or out of time): every call goes to the
-  /// current pool from now on; its isolates bounce what they still queue.
+  /// The retiring pool is done (or out of time, its isolates stopped):
+  /// every call goes to the current pool from now on.
   pub fn finish_retire(&self) {
-    let mut st = self.lock();
-    if let Some(old) = st.retiring.take() {
-      for i in 0..old.slots.len() {
-        let mut s = old.slot(i);
-        s.decided = true;
-        s.cells.clear();
-        s.moving.clear();
+    if let Some(old) = self.lock().routing.finish() {
+      for s in &old.0.slots {
+        s.lock().unwrap().close();
       }
     }
-    st.resident.clear();
   }
 }
 
 impl State {
-  fn pool_for(&self, key: &str, id: &str) -> &Arc<GenPool> {
-    if let Some(old) = &self.retiring
-      && (self.resident.contains(key) || !old.slot(place(id, old.slots.len())).decided)
-    {
-      return old;
-    }
-    &self.current
-  }
-
   fn send(&self, from: &[Namespace], mut job: Job) -> Result<(), JsErrorBox> {
     let Some(t) = job.target_mut() else {
       return Err(JsErrorBox::type_error("not a Durable Object call"));
@@ -195,7 +167,8 @@ impl State {
       .get(t.ns as usize)
       .ok_or_else(|| JsErrorBox::type_error("unknown namespace"))?;
     let key = format!("{}/{}", ns.unique_key, t.id);
-    let pool = self.pool_for(&key, &t.id);
+    let n = self.routing.current().0.isolates.len();
+    let pool = &self.routing.route(&key, place(&t.id, n)).0;
     if !std::ptr::eq(from.as_ptr(), pool.namespaces.as_ptr()) {
       t.ns = pool
         .namespaces
@@ -220,17 +193,11 @@ impl State {
   fn hand_over(
     &mut self,
     from: &GenPool,
-    i: usize,
+    held: Vec<Job>,
     key: &str,
     parcel: Option<Parcel>,
     inbox: &Inbox,
   ) {
-    let held = {
-      let mut s = from.slot(i);
-      s.cells.remove(key);
-      s.moving.remove(key).unwrap_or_default()
-    };
-    self.resident.remove(key);
     let target = |job: &mut Job| {
       job
         .target_mut()
@@ -247,6 +214,7 @@ impl State {
       }
     }
     inbox.push_front(others);
+    self.routing.left(key);
     let mut out = Vec::new();
     if let Some(p) = parcel {
       let (ns, id) = split_key(from, key);
@@ -278,20 +246,20 @@ fn split_key(pool: &GenPool, key: &str) -> (u32, String) {
   (ns as u32, id.to_string())
 }
 
-/// Sorts a batch the isolate took from its queue: jobs for cells that live
-/// here (or that it may take, before `Retire`) stay; on a retiring isolate
-/// the others go to the current pool, and calls for a cell being packed
-/// wait. Returns whether `Retire` was among them.
+/// Sorts a batch the isolate took from its queue (`Slot::sort`): jobs to
+/// run here stay in `batch`; on a retiring isolate others go to the current
+/// pool or wait for their cell's handover. Returns whether `Retire` was
+/// among them.
 pub(crate) fn sort_batch(state: &OpState, inbox: &Inbox, batch: &mut Vec<Job>) -> bool {
   let Some(p) = state.try_borrow::<Placed>() else {
     return false;
   };
   let retire = batch.iter().any(|j| matches!(j, Job::Retire));
-  if !retire && !p.pool.slot(p.index).decided {
+  if !retire && !p.pool.slot(p.index).decided() {
     let mut s = p.pool.slot(p.index);
     for job in batch.iter_mut() {
       if let Some(key) = job.target_mut().and_then(|t| p.pool.key(t)) {
-        s.cells.insert(key);
+        s.serving(&key);
       }
     }
     return false;
@@ -305,38 +273,26 @@ pub(crate) fn sort_batch(state: &OpState, inbox: &Inbox, batch: &mut Vec<Job>) -
       jobs.push(job);
     }
   }
-  let mut decided = p.pool.slot(p.index).decided;
+  let me = PoolRef(p.pool.clone());
   for mut job in jobs {
     if matches!(job, Job::Retire) {
-      let mut s = p.pool.slot(p.index);
-      s.decided = true;
-      decided = true;
-      if st
-        .retiring
-        .as_ref()
-        .is_some_and(|r| Arc::ptr_eq(r, &p.pool))
-      {
-        st.resident.extend(s.cells.iter().cloned());
-      }
+      let live = p.pool.slot(p.index).retire();
+      st.routing.retire_processed(&me, p.index, live);
       continue;
     }
     let Some(key) = job.target_mut().and_then(|t| p.pool.key(t)) else {
       batch.push(job);
       continue;
     };
-    let mut s = p.pool.slot(p.index);
-    if !decided {
-      s.cells.insert(key);
-      batch.push(job);
-    } else if let Some(held) = s.moving.get_mut(&key) {
-      held.push(job);
-    } else if s.cells.contains(&key) {
-      batch.push(job);
-    } else {
-      drop(s);
-      if let Err(e) = st.send(&p.pool.namespaces, job) {
-        tracing::warn!("passing a call for {key} on: {e}");
+    let sorted = p.pool.slot(p.index).sort(&key, job);
+    match sorted {
+      (Sort::Run, Some(job)) => batch.push(job),
+      (Sort::Pass, Some(job)) => {
+        if let Err(e) = st.send(&p.pool.namespaces, job) {
+          tracing::warn!("passing a call for {key} on: {e}");
+        }
       }
+      _ => {}
     }
   }
   retire
@@ -349,27 +305,27 @@ pub fn isolate_gone(state: &OpState, inbox: &Inbox) {
     return;
   };
   let mut st = p.gens.lock();
-  let keys: Vec<String> = p.pool.slot(p.index).cells.drain().collect();
-  let retiring = st
-    .retiring
-    .as_ref()
-    .is_some_and(|r| Arc::ptr_eq(r, &p.pool));
-  if retiring || p.pool.slot(p.index).decided {
-    for k in &keys {
-      st.resident.remove(k);
-    }
-    let mut keep = Vec::new();
-    while let Some(mut job) = inbox.try_next() {
-      if job.target_mut().is_some() {
-        if let Err(e) = st.send(&p.pool.namespaces, job) {
-          tracing::warn!("passing a call on: {e}");
-        }
-      } else {
-        keep.push(job);
-      }
-    }
-    inbox.push_front(keep);
+  let (keys, decided) = {
+    let mut s = p.pool.slot(p.index);
+    (s.clear(), s.decided())
+  };
+  if !decided {
+    return;
   }
+  for k in &keys {
+    st.routing.left(k);
+  }
+  let mut keep = Vec::new();
+  while let Some(mut job) = inbox.try_next() {
+    if job.target_mut().is_some() {
+      if let Err(e) = st.send(&p.pool.namespaces, job) {
+        tracing::warn!("passing a call on: {e}");
+      }
+    } else {
+      keep.push(job);
+    }
+  }
+  inbox.push_front(keep);
 }
 
 fn cell_key(state: &OpState, ns: u32, id: &str) -> Option<(Placed, String)> {
@@ -396,18 +352,14 @@ pub fn op_gen_release(
     .try_borrow_mut::<Packing>()
     .and_then(|k| k.0.remove(&key))
     .unwrap_or_default();
-  {
-    let mut s = p.pool.slot(p.index);
-    if !s.decided {
-      s.cells.remove(&key);
-      return;
-    }
-  }
+  let mut st = p.gens.lock();
+  // A serving isolate forgets the cell; a retiring one hands it over.
+  let Some(held) = p.pool.slot(p.index).gone(&key) else {
+    return;
+  };
   let parcel = meta.map(|meta| Parcel { meta, sockets });
   let inbox = crate::http::inbox(state);
-  p.gens
-    .lock()
-    .hand_over(&p.pool, p.index, &key, parcel, &inbox);
+  st.hand_over(&p.pool, held, &key, parcel, &inbox);
 }
 
 /// The cell's sockets are being packed: its calls wait until it is handed
@@ -415,7 +367,7 @@ pub fn op_gen_release(
 #[op2(fast)]
 pub fn op_gen_moving(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) {
   if let Some((p, key)) = cell_key(state, ns, id) {
-    p.pool.slot(p.index).moving.entry(key).or_default();
+    p.pool.slot(p.index).packing(&key);
   }
 }
 
@@ -476,5 +428,5 @@ pub fn op_gen_adopt(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> 
 pub fn op_gen_retiring(state: &mut OpState) -> bool {
   state
     .try_borrow::<Placed>()
-    .is_some_and(|p| p.pool.slot(p.index).decided)
+    .is_some_and(|p| p.pool.slot(p.index).decided())
 }

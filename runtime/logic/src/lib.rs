@@ -25,6 +25,7 @@
 
 pub mod ack;
 pub mod alarm;
+pub mod handover;
 pub mod lease;
 pub mod own;
 pub mod restore;

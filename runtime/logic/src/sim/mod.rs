@@ -65,6 +65,7 @@ mod cell;
 pub mod check;
 pub mod clock;
 mod faults;
+pub mod handover;
 mod node;
 pub mod rng;
 pub mod store;
