@@ -3,7 +3,8 @@
 # tests/faultlab/worker on one bucket, clients incrementing a few counters
 # (some in turns whose commit fails, which must never succeed), and seeded
 # faults (SIGKILL, SIGKILL with the data directory wiped, SIGSTOP past the
-# lease then SIGCONT, SIGTERM, store outages, flaky uploads, partitions,
+# lease then SIGCONT, SIGTERM, rolling restarts, deploys of a new version
+# (each node switches in process), store outages, flaky uploads, partitions,
 # and on S3 an upload that fails for good) for MINUTES per store, then a
 # cold restart of the whole fleet. Prints, per store, the faults by kind, requests,
 # acknowledged, lost and duplicated increments, availability during and

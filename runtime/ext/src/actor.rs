@@ -71,11 +71,16 @@ pub trait Forward: Send + Sync + std::fmt::Debug {
   ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Job>>>>;
 }
 
+/// Which of `n` isolates an object lives on, for its whole life there.
+pub(crate) fn place(id_hex: &str, n: usize) -> usize {
+  let h = u32::from_str_radix(id_hex.get(..8).unwrap_or("0"), 16).unwrap_or(0);
+  h as usize % n.max(1)
+}
+
 impl Router {
   /// The isolate an object lives on, for its whole life in this process.
   pub fn place(&self, id_hex: &str) -> usize {
-    let h = u32::from_str_radix(&id_hex[..8], 16).unwrap_or(0);
-    h as usize % self.isolates.len()
+    place(id_hex, self.isolates.len())
   }
 
   /// Queues `job` on the isolate of `target`, on this node.

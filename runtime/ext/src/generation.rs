@@ -10,15 +10,14 @@
 //! isolate, the isolates' queues, and the sockets' parcels.
 
 use std::collections::HashMap;
-
-use cellhost_logic::handover::{Routing, Slot, Sort};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use cellhost_logic::handover::{Routing, Slot, Sort};
 use deno_core::{OpState, op2};
 use deno_error::JsErrorBox;
 use tokio::sync::mpsc;
 
-use crate::actor::Namespace;
+use crate::actor::{Namespace, place};
 use crate::http::{ActorTarget, Inbox, Job};
 use crate::ws::{Endpoint, WsResource};
 
@@ -68,11 +67,6 @@ pub struct Placed {
 /// Packed sockets of cells being handed over, by cell (in `OpState`).
 #[derive(Default)]
 struct Packing(HashMap<String, Vec<(Endpoint, String)>>);
-
-fn place(id: &str, n: usize) -> usize {
-  let h = u32::from_str_radix(id.get(..8).unwrap_or("0"), 16).unwrap_or(0);
-  h as usize % n.max(1)
-}
 
 impl std::fmt::Debug for Generations {
   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -166,9 +160,15 @@ impl State {
     let ns = from
       .get(t.ns as usize)
       .ok_or_else(|| JsErrorBox::type_error("unknown namespace"))?;
-    let key = format!("{}/{}", ns.unique_key, t.id);
     let n = self.routing.current().0.isolates.len();
-    let pool = &self.routing.route(&key, place(&t.id, n)).0;
+    let pool = match self.routing.retiring_left() {
+      // No switch under way (nearly always): no key to build.
+      None => &self.routing.current().0,
+      Some(_) => {
+        let key = format!("{}/{}", ns.unique_key, t.id);
+        &self.routing.route(&key, place(&t.id, n)).0
+      }
+    };
     if !std::ptr::eq(from.as_ptr(), pool.namespaces.as_ptr()) {
       t.ns = pool
         .namespaces

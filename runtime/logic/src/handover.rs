@@ -165,7 +165,9 @@ impl<J> Slot<J> {
     if self.decided {
       return false;
     }
-    self.cells.insert(key.to_string());
+    if !self.cells.contains(key) {
+      self.cells.insert(key.to_string());
+    }
     true
   }
 
