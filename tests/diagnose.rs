@@ -14,6 +14,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 const OK_LINE: &str = "ok bucket conditional write (create, reject-create, update, reject-stale)";
+const LIST_OK_LINE: &str = "ok bucket list-after-write (needed by --ltx-retention-secs)";
 
 /// Runs `cellhost diagnose ARGS` with dummy AWS keys and nothing else from AWS_*.
 fn diagnose(args: &[&str]) -> (Option<i32>, String, String) {
@@ -46,6 +47,8 @@ fn diagnose_directory_bucket() {
   let (code, out, err) = diagnose(&["--bucket", &dir.url()]);
   assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
   assert_eq!(out.lines().next(), Some(OK_LINE), "{out}");
+  // The fifth property, which only epoch GC needs.
+  assert!(out.contains(LIST_OK_LINE), "{out}");
 }
 
 #[test]
@@ -64,6 +67,7 @@ fn diagnose_moto() {
   let (code, out, err) = diagnose(&base);
   assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
   assert_eq!(out.lines().next(), Some(OK_LINE), "{out}");
+  assert!(out.contains(LIST_OK_LINE), "{out}");
 
   let mut ro = base.to_vec();
   ro.push("--read-only");
@@ -71,6 +75,7 @@ fn diagnose_moto() {
   assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
   assert!(out.contains("not tested (--read-only)"), "{out}");
   assert!(!out.contains(OK_LINE), "{out}");
+  assert!(!out.contains(LIST_OK_LINE), "{out}");
 }
 
 #[test]

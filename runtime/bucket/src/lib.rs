@@ -20,7 +20,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use bytes::Bytes;
-pub use probe::{PROBE_OK_LINE, ProbeFault, ProbeOutcome, ProbeReport, storage_test};
+pub use probe::{
+  LIST_OK_LINE, PROBE_OK_LINE, ProbeFault, ProbeOutcome, ProbeReport, list_after_write,
+  storage_test,
+};
 
 /// The token a conditional overwrite compares against. S3 and Azure compare `e_tag`; GCS
 /// compares `version` (the generation); the local bucket puts its write nonce in `e_tag`.

@@ -124,6 +124,26 @@ pub async fn storage_test(bucket: &Bucket, read_only: bool) -> Result<ProbeRepor
   })
 }
 
+/// Printed when a listing showed an object just written.
+pub const LIST_OK_LINE: &str = "ok bucket list-after-write (needed by --ltx-retention-secs)";
+
+/// The fifth property, which only epoch GC needs: a listing after a
+/// successful write includes the written object. Writes, lists and
+/// deletes one small `probe/` object. `Ok(false)`: the listing missed it.
+pub async fn list_after_write(bucket: &Bucket) -> Result<bool, String> {
+  let key = fresh_key("list");
+  bucket
+    .put(&key, "1")
+    .await
+    .map_err(|e| format!("write {key}: {e}"))?;
+  let listed = bucket.list("probe").await;
+  if let Err(e) = bucket.delete(&key).await {
+    tracing::warn!("storage test: could not delete {key}: {e}");
+  }
+  let listed = listed.map_err(|e| format!("list probe/: {e}"))?;
+  Ok(listed.iter().any(|o| o.key == key))
+}
+
 fn fresh_key(kind: &str) -> String {
   let nanos = std::time::SystemTime::now()
     .duration_since(std::time::UNIX_EPOCH)

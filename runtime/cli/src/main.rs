@@ -158,6 +158,13 @@ struct RunArgs {
   /// wake due alarms of cells whose owner stopped.
   #[arg(long, default_value_t = 30_000, requires = "bucket")]
   wake_poll_ms: u64,
+  /// Epoch GC: the owner of a cell deletes the epochs of its LTX history
+  /// that no restore reads once their last commit is this old (0: off,
+  /// history is kept). Needs a bucket whose listings show an object just
+  /// written (checked at start); point-in-time recovery then reaches back
+  /// no further than this.
+  #[arg(long, default_value_t = 0, requires = "bucket")]
+  ltx_retention_secs: u64,
   /// Where the Worker's outbound connections (fetch, WebSocket clients) may
   /// go: `all` (as `wrangler dev`), `public` (no loopback, private,
   /// link-local or metadata addresses, checked after DNS and on every
@@ -185,6 +192,20 @@ struct RunArgs {
   /// pruned past this; 0 keeps none (and those calls fail by name).
   #[arg(long, default_value_t = 30.0)]
   pitr_days: f64,
+}
+
+/// The point-in-time recovery window: `--pitr-days`, but no further back
+/// than epoch GC keeps history.
+fn pitr_days(args: &RunArgs) -> f64 {
+  let gc_days = args.ltx_retention_secs as f64 / 86_400.0;
+  if args.ltx_retention_secs > 0 && gc_days < args.pitr_days {
+    tracing::info!(
+      "point-in-time recovery reaches back {gc_days:.3} days (--ltx-retention-secs), not {} (--pitr-days)",
+      args.pitr_days
+    );
+    return gc_days;
+  }
+  args.pitr_days
 }
 
 #[derive(clap::Args)]
@@ -283,6 +304,17 @@ fn diagnose(args: DiagnoseArgs) -> anyhow::Result<()> {
       if let cellhost_bucket::ProbeOutcome::Inconclusive(_) = report.outcome {
         anyhow::bail!("the storage test of {} did not finish", bucket.describe());
       }
+      if !args.read_only {
+        // Only epoch GC needs it: a miss is a warning, not a failure.
+        match rt.block_on(cellhost_bucket::list_after_write(&bucket)) {
+          Ok(true) => println!("{}", cellhost_bucket::LIST_OK_LINE),
+          Ok(false) => println!(
+            "warning: a listing of {} missed an object just written: do not enable --ltx-retention-secs on it",
+            bucket.describe()
+          ),
+          Err(e) => println!("warning: list-after-write not tested: {e}"),
+        }
+      }
       Ok(())
     }
     Err(fault) => {
@@ -355,6 +387,10 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
       let address = args.advertise.clone().unwrap_or_else(|| bound.to_string());
       let fleet = cellhost_fleet::Fleet::start(bucket, node, &address, cfg, args.wake_poll_ms)
         .map_err(anyhow::Error::msg)?;
+      if args.ltx_retention_secs > 0 {
+        (fleet.collect_epochs(args.ltx_retention_secs.saturating_mul(1000)))
+          .map_err(anyhow::Error::msg)?;
+      }
       let peer = cellhost_peer::Peer::start(fleet.clone()).map_err(anyhow::Error::msg)?;
       tracing::info!("node {node}: forwarded calls are taken on {address}");
       internal_peer = Some((peer, internal));
@@ -370,7 +406,7 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   if !(args.pitr_days >= 0.0 && args.pitr_days.is_finite()) {
     anyhow::bail!("--pitr-days must be a number of days, 0 or more");
   }
-  worker.spec.pitr_days = args.pitr_days;
+  worker.spec.pitr_days = pitr_days(&args);
   worker.spec.r2_buckets = r2_buckets(
     &worker,
     (&args.endpoint, &args.region),
@@ -413,7 +449,7 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
   for mut other in others {
     other.spec.r2_buckets = r2_buckets(&other, (&args.endpoint, &args.region), None, &[])?;
     other.spec.peers = peers.clone();
-    other.spec.pitr_days = args.pitr_days;
+    other.spec.pitr_days = pitr_days(&args);
     let quiet: cellhost_host::ThreadHook = std::sync::Arc::new(|_, _| Box::pin(async {}));
     let name = other.name.clone();
     let queues = other.spec.queues.clone();

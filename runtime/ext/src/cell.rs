@@ -191,6 +191,7 @@ impl Cells {
       return failed;
     }
     self.committed += 1;
+    let round = self.committed;
     for h in ready {
       let Some(db) = self.dbs.get_mut(&h) else {
         continue;
@@ -206,7 +207,7 @@ impl Cells {
           }
           Ok(())
         }
-        Some(repl) => match crate::replica::capture(db, repl) {
+        Some(repl) => match crate::replica::capture(db, repl, Some(round)) {
           Ok(upload) => {
             self.uploads.extend(upload.map(|u| (h, u)));
             Ok(())
@@ -301,7 +302,20 @@ impl Cells {
     }
     self.mark_durable(round);
     let mut out = HashMap::new();
-    for h in self.latch.settle(&handles, &failed) {
+    let broken = self.latch.settle(&handles, &failed);
+    if let Some(fleet) = &self.fleet {
+      for h in &handles {
+        let Some(repl) = self.repl.get_mut(h) else {
+          continue;
+        };
+        if broken.contains(h) {
+          repl.on_broken();
+        } else {
+          repl.on_durable(fleet, round);
+        }
+      }
+    }
+    for h in broken {
       let msg = message.clone().unwrap_or_else(|| {
         "Durable Object reset because an earlier write of it could not be made durable".into()
       });
@@ -565,7 +579,7 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
     // The last commit joins the next durability round.
     note_unsynced(&mut c.unsynced, &mut db, true);
     if let Some(mut repl) = repl {
-      match crate::replica::capture(&mut db, &mut repl) {
+      match crate::replica::capture(&mut db, &mut repl, None) {
         Ok(upload) => c.uploads.extend(upload.map(|u| (h, u))),
         Err(_) => taken = false,
       }

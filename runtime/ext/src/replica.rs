@@ -2,12 +2,16 @@
 //! wins": the newest chain replaces the local file, and a snapshot starts
 //! this epoch's generation), and capturing each commit's pages as the next
 //! LTX object, uploaded in the durability round under the acknowledgement
-//! rule (`cellhost_fleet::Fleet::publish`).
+//! rule (`cellhost_fleet::Fleet::publish`). A cell that stays open long
+//! also uploads snapshots within its epoch (`cellhost_logic::compact`), so
+//! that a restore reads the database and its recent changes, not every
+//! commit since the cell opened.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cellhost_fleet::{Fleet, Upload, encode_ltx};
+use cellhost_logic::compact::{Compactor, Pending, SnapshotPolicy};
 use cellhost_storage::{Captured, CellDb};
 
 /// Replication state of one open cell.
@@ -16,14 +20,62 @@ pub(crate) struct Repl {
   pub epoch: u64,
   /// The last TXID captured in this epoch.
   pub txid: u64,
+  compactor: Compactor,
+  /// The snapshot taken, waiting until its TXID is durable.
+  snapshot: Option<Vec<u8>>,
+  /// Snapshots whose upload failed (reported from the fleet runtime).
+  failed: Arc<Mutex<Vec<Pending>>>,
+}
+
+impl Repl {
+  fn new(scope: &str, epoch: u64) -> Self {
+    Repl {
+      scope: scope.to_string(),
+      epoch,
+      txid: 1,
+      compactor: Compactor::new(SnapshotPolicy::default()),
+      snapshot: None,
+      failed: Arc::default(),
+    }
+  }
+
+  /// The durability round `round` made this cell's commits through it
+  /// durable: a snapshot that waited for them goes to the bucket.
+  pub(crate) fn on_durable(&mut self, fleet: &Fleet, round: u64) {
+    let Some(p) = self.compactor.on_durable(round) else {
+      return;
+    };
+    let Some(bytes) = self.snapshot.take() else {
+      return;
+    };
+    let upload = Upload {
+      scope: self.scope.clone(),
+      epoch: self.epoch,
+      txid: p.txid,
+      bytes,
+    };
+    let failed = self.failed.clone();
+    fleet.put_snapshot(upload, move |ok| {
+      if !ok {
+        failed.lock().unwrap().push(p);
+      }
+    });
+  }
+
+  /// A write of this cell will not be acknowledged: what it committed
+  /// since the last durable round is never snapshotted.
+  pub(crate) fn on_broken(&mut self) {
+    self.compactor.on_broken();
+    self.snapshot = None;
+  }
 }
 
 /// The WAL grows to at most this much before it is folded into the
 /// database (after its frames were captured).
 const CHECKPOINT_BYTES: u64 = 4 << 20;
 
-fn ltx(c: &Captured, txid: u64) -> Result<Vec<u8>, String> {
-  encode_ltx(c.page_size, c.commit, &c.pages, txid)
+fn ltx(c: &Captured, min: u64, max: u64) -> Result<Vec<u8>, String> {
+  encode_ltx(c.page_size, c.commit, &c.pages, min, max)
 }
 
 /// Takes the cell `scope` and opens its database at `path`, without
@@ -86,24 +138,41 @@ fn start(mut db: CellDb, scope: &str, epoch: u64) -> Result<(CellDb, Repl, Uploa
     scope: scope.to_string(),
     epoch,
     txid: 1,
-    bytes: ltx(&snap, 1)?,
+    bytes: ltx(&snap, 1, 1)?,
   };
-  let repl = Repl {
-    scope: scope.to_string(),
-    epoch,
-    txid: 1,
-  };
+  let repl = Repl::new(scope, epoch);
   Ok((db, repl, upload))
 }
 
-/// After a commit: its pages as the next LTX object of the epoch.
-pub(crate) fn capture(db: &mut CellDb, repl: &mut Repl) -> Result<Option<Upload>, String> {
+/// After a commit that durability round `round` carries: its pages as the
+/// next LTX object of the epoch, and when one is due a snapshot of the
+/// database as of that commit (taken now, uploaded once it is durable).
+/// `None`: the cell is closing, so no snapshot (its next activation opens
+/// a new epoch with one anyway).
+pub(crate) fn capture(
+  db: &mut CellDb,
+  repl: &mut Repl,
+  round: Option<u64>,
+) -> Result<Option<Upload>, String> {
   let Some(c) = db.take_captured().map_err(|e| e.0)? else {
     return Ok(None);
   };
   let txid = repl.txid + 1;
-  let bytes = ltx(&c, txid)?;
+  let bytes = ltx(&c, txid, txid)?;
   repl.txid = txid;
+  for p in std::mem::take(&mut *repl.failed.lock().unwrap()) {
+    repl.compactor.on_upload_failed(p);
+  }
+  let db_bytes = u64::from(c.commit) * u64::from(c.page_size);
+  if let Some(round) = round
+    && repl
+      .compactor
+      .on_capture(txid, bytes.len() as u64, db_bytes, round)
+  {
+    // Nothing else has committed since `txid`: this is its state.
+    let snap = db.snapshot().map_err(|e| e.0)?;
+    repl.snapshot = Some(ltx(&snap, 1, txid)?);
+  }
   db.checkpoint_if_large(CHECKPOINT_BYTES).map_err(|e| e.0)?;
   Ok(Some(Upload {
     scope: repl.scope.clone(),

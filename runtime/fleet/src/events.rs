@@ -82,3 +82,20 @@ pub(crate) fn lost(node: &str, scope: &str, reason: &str) {
 pub(crate) fn fenced(node: &str, reason: &str) {
   tracing::error!(target: "cellhost::events", event = "node.fenced", node, reason, "{reason}");
 }
+
+/// A snapshot within an epoch reached the bucket: restores of the cell
+/// start from it (not kept in the operator page's list: it is routine).
+pub(crate) fn snapshot(node: &str, scope: &str, epoch: u64, txid: u64, bytes: usize) {
+  tracing::info!(target: "cellhost::events", event = "cell.snapshot", node, scope, epoch, txid, bytes, "{scope}: snapshot through TXID {txid} ({bytes} bytes)");
+}
+
+/// Epoch GC deleted epochs of a cell this node owns at `epoch`.
+pub(crate) fn collected(node: &str, scope: &str, epoch: u64, epochs: &[u64], objects: usize) {
+  let list = format!("{epochs:?}");
+  tracing::info!(target: "cellhost::events", event = "cell.gc", node, scope, epoch, epochs = %list, objects, "{scope}: epochs {list} deleted ({objects} objects)");
+  remember(
+    "cell.gc",
+    scope,
+    format!("epochs {list} deleted below epoch {epoch}"),
+  );
+}

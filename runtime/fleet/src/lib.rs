@@ -19,6 +19,7 @@
 mod codec;
 mod events;
 mod facets;
+mod gc;
 mod lease;
 mod own;
 mod pitr;
@@ -35,6 +36,7 @@ pub use cellhost_bucket::{Bucket, BucketOptions};
 use cellhost_logic::Token;
 pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
+use cellhost_logic::restore::LtxKey;
 pub use cellhost_logic::wake::Hint;
 pub use events::{Recent, recent};
 pub use own::{read_lease, read_own};
@@ -86,7 +88,7 @@ pub struct Fleet {
   rt: tokio::runtime::Runtime,
   lease: Arc<lease::LeaseState>,
   /// Cells whose record names this node, with the record's version.
-  owned: Mutex<HashMap<String, (u64, Token)>>,
+  owned: Arc<Mutex<HashMap<String, (u64, Token)>>>,
   /// How often the waker reads the wake index.
   wake_poll_ms: u64,
   hints: Arc<tokio::sync::Mutex<wake::HintCache>>,
@@ -96,6 +98,15 @@ pub struct Fleet {
   routes: route::Routes,
   /// SIGTERM: no more cells are taken; the node hands its own over.
   draining: std::sync::atomic::AtomicBool,
+}
+
+type Owned = Mutex<HashMap<String, (u64, Token)>>;
+
+fn held(owned: &Owned) -> Vec<(String, u64)> {
+  let owned = owned.lock().unwrap();
+  let mut v: Vec<(String, u64)> = owned.iter().map(|(s, (e, _))| (s.clone(), *e)).collect();
+  v.sort();
+  v
 }
 
 /// A random seed for the logic core's retry jitter (it draws none itself):
@@ -169,7 +180,7 @@ impl Fleet {
       node: node.to_string(),
       rt,
       lease,
-      owned: Mutex::new(HashMap::new()),
+      owned: Default::default(),
       wake_poll_ms,
       hints: Default::default(),
       margin_ms: cfg.margin_ms,
@@ -188,10 +199,7 @@ impl Fleet {
 
   /// The cells this node holds, with their epochs.
   pub fn held(&self) -> Vec<(String, u64)> {
-    let owned = self.owned.lock().unwrap();
-    let mut v: Vec<(String, u64)> = owned.iter().map(|(s, (e, _))| (s.clone(), *e)).collect();
-    v.sort();
-    v
+    held(&self.owned)
   }
 
   /// How many cells this node holds.
@@ -390,6 +398,34 @@ impl Fleet {
     )
   }
 
+  /// Uploads a snapshot of the cell (its whole database as of TXID
+  /// `u.txid`, an object covering `1..=u.txid` at the snapshot level) in
+  /// the background, and calls `done` with the outcome. Only a restore's
+  /// cost depends on it: the caller has made that TXID durable already
+  /// (see `cellhost_logic::compact`).
+  pub fn put_snapshot(&self, u: Upload, done: impl FnOnce(bool) + Send + 'static) {
+    let (bucket, node) = (self.bucket.clone(), self.node.clone());
+    self.rt.spawn(async move {
+      let size = u.bytes.len();
+      let key = LtxKey {
+        epoch: u.epoch,
+        level: cellhost_logic::compact::SNAPSHOT_LEVEL,
+        min_txid: 1,
+        max_txid: u.txid,
+      };
+      let r = bucket.put(&key.object_key(&u.scope), u.bytes).await;
+      match &r {
+        Ok(_) => events::snapshot(&node, &u.scope, u.epoch, u.txid, size),
+        Err(e) => tracing::warn!(
+          "{}: snapshot through TXID {} not uploaded: {e}",
+          u.scope,
+          u.txid
+        ),
+      }
+      done(r.is_ok());
+    });
+  }
+
   /// Clean shutdown: nothing more is acknowledged; every owned cell is
   /// released (its record keeps the epoch, names no node); the lease is
   /// retired so peers take over at once.
@@ -413,15 +449,16 @@ impl Fleet {
   }
 }
 
-/// Encodes one LTX object of `txid` (a snapshot of every page when `txid`
-/// is 1), as the NoChecksum files Litestream also writes.
+/// Encodes one LTX object covering TXIDs `min..=max` (every page when
+/// `min` is 1: a snapshot), as the NoChecksum files Litestream also writes.
 pub fn encode_ltx(
   page_size: u32,
   commit: u32,
   pages: &std::collections::BTreeMap<u32, Vec<u8>>,
-  txid: u64,
+  min: u64,
+  max: u64,
 ) -> Result<Vec<u8>, String> {
-  let header = cellhost_ltx::Header::delta(page_size, commit, txid, txid, now_ms() as i64);
+  let header = cellhost_ltx::Header::delta(page_size, commit, min, max, now_ms() as i64);
   let lock = cellhost_ltx::lock_pgno(page_size);
   let pages = pages
     .iter()

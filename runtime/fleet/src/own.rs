@@ -32,7 +32,7 @@ pub async fn read_lease(bucket: &Bucket, node: &str) -> ReadResult<NodeLease> {
   }
 }
 
-async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreError> {
+pub(crate) async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreError> {
   let objects = bucket.list(&ltx_prefix(scope)).await.map_err(store_err)?;
   Ok(
     objects
@@ -106,18 +106,27 @@ pub async fn acquire(
   }
 }
 
+/// Objects of a chain fetched at once: a long tail costs its bytes, not
+/// one round trip per object.
+const RESTORE_FETCHES: usize = 16;
+
 /// Applies a chain: the snapshot and the deltas after it.
 async fn restore(bucket: &Bucket, scope: &str, chain: &Chain) -> Result<Vec<u8>, String> {
-  let mut files = Vec::with_capacity(chain.keys.len());
-  for k in &chain.keys {
+  use futures::{StreamExt, TryStreamExt};
+  let fetch = |k: LtxKey| async move {
     let key = k.object_key(scope);
     let (bytes, _) = bucket
       .get(&key)
       .await
       .map_err(|e| format!("restoring {scope}: {e}"))?
       .ok_or_else(|| format!("restoring {scope}: {key} vanished"))?;
-    files.push(cellhost_ltx::decode(&bytes).map_err(|e| format!("restoring {scope}: {key}: {e}"))?);
-  }
+    cellhost_ltx::decode(&bytes).map_err(|e| format!("restoring {scope}: {key}: {e}"))
+  };
+  let files: Vec<_> = futures::stream::iter(chain.keys.iter().copied())
+    .map(fetch)
+    .buffered(RESTORE_FETCHES)
+    .try_collect()
+    .await?;
   cellhost_ltx::apply(&files).map_err(|e| format!("restoring {scope}: {e}"))
 }
 

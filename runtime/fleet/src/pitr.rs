@@ -50,7 +50,7 @@ async fn keys(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, String> {
 }
 
 /// The commit time an object's header records.
-async fn time_of(bucket: &Bucket, scope: &str, k: &LtxKey) -> Result<u64, String> {
+pub(crate) async fn time_of(bucket: &Bucket, scope: &str, k: &LtxKey) -> Result<u64, String> {
   let key = k.object_key(scope);
   let head = bucket
     .get_range(&key, 0..cellhost_ltx::HEADER_SIZE as u64)

@@ -25,6 +25,8 @@
 
 pub mod ack;
 pub mod alarm;
+pub mod compact;
+pub mod gc;
 pub mod handover;
 pub mod lease;
 pub mod own;

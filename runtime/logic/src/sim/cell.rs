@@ -194,7 +194,12 @@ impl World {
       return;
     };
     let from_bucket = match (&acq.restore, &a.listing) {
-      (Some(chain), Some(l)) => materialize(l, chain),
+      (Some(chain), Some(l)) => {
+        let level = crate::compact::SNAPSHOT_LEVEL;
+        let from_snapshot = chain.keys.first().is_some_and(|k| k.level == level);
+        self.stats.snapshot_restores += u64::from(from_snapshot);
+        materialize(l, chain)
+      }
       _ => Vec::new(),
     };
     let local_file = &self.nodes[n].disk[c];
@@ -220,8 +225,16 @@ impl World {
       early_inflight: false,
       early: None,
       early_wanted: false,
+      compactor: crate::compact::Compactor::new(crate::compact::SnapshotPolicy {
+        min_objects: self.snapshot_every,
+        object_cost: 1,
+      }),
+      snapshot: None,
+      snapshot_up: None,
+      gc: None,
     };
     self.nodes[n].cells[c] = Slot::Active(Box::new(run));
+    self.start_gc(n, c);
     for w in a.queued {
       self.commit(n, c, w);
     }
@@ -230,11 +243,22 @@ impl World {
   /// A local commit (and local fsync) of one write as one transaction.
   fn commit(&mut self, n: usize, c: usize, w: u64) {
     let early_flaw = self.flaw == Some(Flaw::RereadBeforeUpload);
+    let flaw = self.flaw;
     let Slot::Active(r) = &mut self.nodes[n].cells[c] else {
       return;
     };
+    let before = (flaw == Some(Flaw::SnapshotBeforeCommit)).then(|| Rc::new(r.db.clone()));
     r.db.push(w);
     let txid = r.gate.committed() + 1;
+    // One object of one byte per commit, a database of no size: a
+    // snapshot every `snapshot_every` commits.
+    if r.compactor.on_capture(txid, 1, 0, txid) {
+      r.snapshot = match flaw {
+        Some(Flaw::SnapshotAtUpload) => None,
+        Some(Flaw::SnapshotBeforeCommit) => before,
+        _ => Some(Rc::new(r.db.clone())),
+      };
+    }
     r.pending.push((w, txid));
     let acts = r.gate.on_commit(txid);
     let early = early_flaw && !r.early_inflight;
@@ -436,7 +460,54 @@ impl World {
     }
     self.last_good[c] = Some(n);
     if let Some(b) = reset {
-      self.break_cell(n, c, b);
+      return self.break_cell(n, c, b);
+    }
+    self.upload_snapshot(n, c, through);
+    if through.is_multiple_of(3) {
+      self.start_gc(n, c);
+    }
+  }
+
+  /// The snapshot waiting for TXID `through`, once it is acknowledged.
+  fn upload_snapshot(&mut self, n: usize, c: usize, through: u64) {
+    let Slot::Active(r) = &mut self.nodes[n].cells[c] else {
+      return;
+    };
+    if r.snapshot_up.is_some() {
+      return;
+    }
+    let Some(p) = r.compactor.on_durable(through) else {
+      return;
+    };
+    // The flawed shell reads the state only now.
+    let content = (r.snapshot.take()).unwrap_or_else(|| Rc::new(r.db.clone()));
+    r.snapshot_up = Some(p);
+    let (epoch, run) = (r.epoch, r.run);
+    let op = Op::PutSnapshot {
+      cell: c,
+      epoch,
+      max: p.txid,
+      content,
+    };
+    self.send(n, Purpose::Snapshot { cell: c, run }, op);
+  }
+
+  fn on_snapshot_answer(&mut self, n: usize, c: usize, run: u64, answer: Answer) {
+    let Slot::Active(r) = &mut self.nodes[n].cells[c] else {
+      return;
+    };
+    if r.run != run {
+      return;
+    }
+    let Some(p) = r.snapshot_up.take() else {
+      return;
+    };
+    if matches!(answer, Answer::Write(WriteAnswer::Applied(_))) {
+      self.stats.snapshots += 1;
+    } else {
+      // Best effort: an ambiguous or failed snapshot is only a restore
+      // that reads more; its tail counts towards the next one.
+      r.compactor.on_upload_failed(p);
     }
   }
 
@@ -522,6 +593,8 @@ impl World {
       Purpose::Retire => {}
       Purpose::Acquire { cell, run } => self.on_acquire_answer(n, cell, run, answer),
       Purpose::Upload { cell, run, txid } => self.on_upload_answer(n, cell, run, txid, answer),
+      Purpose::Snapshot { cell, run } => self.on_snapshot_answer(n, cell, run, answer),
+      Purpose::Gc { cell, run } => self.on_gc_answer(n, cell, run, answer),
       Purpose::AckRead { cell, run } => {
         if let Answer::Own(r) = answer {
           self.on_ack_read(n, cell, run, r);

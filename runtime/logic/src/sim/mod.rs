@@ -60,11 +60,25 @@
 //! hides them). [`crate::ack::RoundLatch`] holds the rule, the gate settles
 //! its pipelined uploads through it, and [`Flaw::AckPastFailedUpload`]
 //! keeps the mistake.
+//!
+//! **Snapshots** ([`crate::compact`]): every few commits an owner uploads
+//! its whole state as one object covering TXIDs `1..=n` of its epoch, once
+//! `n` is acknowledged, and restores start from the furthest-reaching one.
+//! The duplicate and lost-write checks catch a snapshot whose state is not
+//! exactly TXID `n`'s ([`Flaw::SnapshotAtUpload`],
+//! [`Flaw::SnapshotBeforeCommit`]).
+//!
+//! **Epoch GC** ([`crate::gc`], odd seeds): an owner collects when it takes
+//! a cell and after every third acknowledgement, with no retention, so
+//! every epoch the rules allow goes at once; the lost-write checks at each
+//! restore then show that nothing a restore needs was deleted, and catch a
+//! pass without the guards ([`Flaw::GcWithoutGuards`]).
 
 mod cell;
 pub mod check;
 pub mod clock;
 mod faults;
+mod gc;
 pub mod handover;
 mod node;
 pub mod rng;
@@ -114,10 +128,19 @@ pub enum Flaw {
   /// fail, but uploads above it still acknowledge theirs, and the cell is
   /// reset only after them (the runtime before [`crate::ack::RoundLatch`]).
   AckPastFailedUpload,
+  /// Read a snapshot's state when it is uploaded (after its TXID was
+  /// acknowledged) instead of when that TXID was captured.
+  SnapshotAtUpload,
+  /// Take a snapshot just before the commit whose TXID labels it.
+  SnapshotBeforeCommit,
+  /// Epoch GC deletes every epoch below its own at once: without waiting
+  /// for its own first object in the listing, without reading the record,
+  /// without keeping the epoch before.
+  GcWithoutGuards,
 }
 
 impl Flaw {
-  pub const ALL: [Flaw; 11] = [
+  pub const ALL: [Flaw; 14] = [
     Flaw::AckWithoutReread,
     Flaw::RestoreFromLocal,
     Flaw::TakeoverIgnoresLease,
@@ -129,6 +152,9 @@ impl Flaw {
     Flaw::ReuseEpoch,
     Flaw::WakeOnlyAsWaker,
     Flaw::AckPastFailedUpload,
+    Flaw::SnapshotAtUpload,
+    Flaw::SnapshotBeforeCommit,
+    Flaw::GcWithoutGuards,
   ];
 
   pub fn name(&self) -> &'static str {
@@ -144,6 +170,9 @@ impl Flaw {
       Flaw::ReuseEpoch => "reuse-epoch",
       Flaw::WakeOnlyAsWaker => "wake-only-as-waker",
       Flaw::AckPastFailedUpload => "ack-past-failed-upload",
+      Flaw::SnapshotAtUpload => "snapshot-at-upload",
+      Flaw::SnapshotBeforeCommit => "snapshot-before-commit",
+      Flaw::GcWithoutGuards => "gc-without-guards",
     }
   }
 
@@ -194,6 +223,12 @@ pub struct Stats {
   /// LTX uploads that landed above an object the store refuses, in the same
   /// epoch: a gap in the chain with a later transaction above it.
   pub landed_above_refused: u64,
+  /// Snapshots uploaded within an epoch ([`crate::compact`]).
+  pub snapshots: u64,
+  /// Restores that started from such a snapshot.
+  pub snapshot_restores: u64,
+  /// Epochs deleted by epoch GC.
+  pub gc_epochs: u64,
 }
 
 impl Stats {
@@ -217,6 +252,9 @@ impl Stats {
     self.uploads_out_of_order += o.uploads_out_of_order;
     self.failed_uploads += o.failed_uploads;
     self.landed_above_refused += o.landed_above_refused;
+    self.snapshots += o.snapshots;
+    self.snapshot_restores += o.snapshot_restores;
+    self.gc_epochs += o.gc_epochs;
   }
 }
 
@@ -379,6 +417,11 @@ pub(crate) struct World {
   stats: Stats,
   trace: Option<Vec<String>>,
   finishing: bool,
+  /// Objects between snapshots within an epoch (2..=5 by seed; drawn
+  /// outside the random stream so older seeds replay their faults).
+  snapshot_every: u64,
+  /// Whether owners run epoch GC (odd seeds, with no retention).
+  gc: bool,
 }
 
 impl World {
@@ -404,6 +447,8 @@ impl World {
       stats: Stats::default(),
       trace: cfg.trace.then(Vec::new),
       finishing: false,
+      snapshot_every: 2 + cfg.seed % 4,
+      gc: !cfg.seed.is_multiple_of(2) || cfg.flaw == Some(Flaw::GcWithoutGuards),
       rng,
       p,
     };

@@ -4,6 +4,8 @@
 //! shell could. This half holds the process: its lease, its clock faults,
 //! crashes, stops and restarts; `cell.rs` holds the cells.
 
+use std::rc::Rc;
+
 use super::clock::Clock;
 use super::store::{Listing, Op, Writer};
 use super::wake::WakeStep;
@@ -30,6 +32,8 @@ pub(super) enum Purpose {
   Retire,
   Acquire { cell: usize, run: u64 },
   Upload { cell: usize, run: u64, txid: u64 },
+  Snapshot { cell: usize, run: u64 },
+  Gc { cell: usize, run: u64 },
   AckRead { cell: usize, run: u64 },
   EarlyRead { cell: usize, run: u64 },
   Release { cell: usize, run: u64 },
@@ -94,6 +98,14 @@ pub(super) struct Run {
   pub(super) early_inflight: bool,
   pub(super) early: Option<ReadResult<OwnRecord>>,
   pub(super) early_wanted: bool,
+  /// When to snapshot ([`crate::compact`]); positions are TXIDs.
+  pub(super) compactor: crate::compact::Compactor,
+  /// The snapshot taken, waiting for its TXID to be acknowledged.
+  pub(super) snapshot: Option<Rc<Vec<u64>>>,
+  /// The snapshot whose upload is in flight.
+  pub(super) snapshot_up: Option<crate::compact::Pending>,
+  /// An epoch GC pass in flight, and the epochs it will delete.
+  pub(super) gc: Option<super::gc::Pass>,
 }
 
 impl Node {

@@ -53,7 +53,17 @@ pub enum Op {
     txid: u64,
     content: Rc<Vec<u64>>,
   },
+  /// A whole-state object covering TXIDs `1..=max` of `epoch`
+  /// ([`crate::compact`]).
+  PutSnapshot {
+    cell: usize,
+    epoch: u64,
+    max: u64,
+    content: Rc<Vec<u64>>,
+  },
   ListLtx(usize),
+  /// Epoch GC: every object of these epochs of the cell.
+  DeleteEpochs(usize, Vec<u64>),
   GetWaker,
   CreateWaker(WakerRecord),
   CasWaker(WakerRecord, Token),
@@ -111,7 +121,14 @@ impl fmt::Display for Op {
       } => {
         write!(f, "PUT cell {cell} e{epoch}/{txid} {content:?}")
       }
+      Op::PutSnapshot {
+        cell,
+        epoch,
+        max,
+        content,
+      } => write!(f, "PUT cell {cell} e{epoch}/snapshot 1-{max} {content:?}"),
       Op::ListLtx(c) => write!(f, "LIST ltx of cell {c}"),
+      Op::DeleteEpochs(c, epochs) => write!(f, "DELETE cell {c} epochs {epochs:?}"),
       Op::GetWaker => write!(f, "GET wake/waker.json"),
       Op::CreateWaker(r) => write!(f, "CREATE wake/waker.json = {}", waker(r)),
       Op::CasWaker(r, t) => write!(f, "CAS wake/waker.json = {} if v{}", waker(r), t.0),
@@ -185,6 +202,8 @@ pub struct Store {
   own: Vec<Option<(OwnRecord, Token)>>,
   leases: Vec<Option<(NodeLease, Token)>>,
   pub ltx: BTreeMap<(usize, u64, u64), LtxObj>,
+  /// Snapshots: (cell, epoch, max TXID).
+  pub snapshots: BTreeMap<(usize, u64, u64), LtxObj>,
   waker: Option<(WakerRecord, Token)>,
   /// Per cell: the due time of its wake hint (set by the world: publishing
   /// a hint is the runtime's job, not a decision of this crate).
@@ -260,7 +279,28 @@ impl Store {
         let t = self.token();
         (Answer::Write(WriteAnswer::Applied(t)), None)
       }
+      Op::PutSnapshot {
+        cell,
+        epoch,
+        max,
+        content,
+      } => {
+        let obj = LtxObj {
+          content: content.clone(),
+          writer,
+        };
+        self.snapshots.insert((*cell, *epoch, *max), obj);
+        let t = self.token();
+        (Answer::Write(WriteAnswer::Applied(t)), None)
+      }
       Op::ListLtx(c) => (Answer::List(Ok(self.list(*c))), None),
+      Op::DeleteEpochs(c, epochs) => {
+        let gone = |&(cell, e, _): &(usize, u64, u64)| cell == *c && epochs.contains(&e);
+        self.ltx.retain(|k, _| !gone(k));
+        self.snapshots.retain(|k, _| !gone(k));
+        let t = self.token();
+        (Answer::Write(WriteAnswer::Applied(t)), None)
+      }
       Op::GetWaker => (Answer::Waker(Ok(self.waker.clone())), None),
       Op::CreateWaker(r) => {
         if self.waker.is_some() {
@@ -306,12 +346,21 @@ impl Store {
     Answer::Write(WriteAnswer::Applied(t))
   }
 
-  /// Every LTX object of `cell`, in key order.
+  /// Every LTX object of `cell`: the level-0 objects, then the snapshots.
   pub fn list(&self, cell: usize) -> Listing {
-    let objs = self
-      .ltx
-      .range((cell, 0, 0)..(cell + 1, 0, 0))
-      .map(|(&(_, e, t), o)| (LtxKey::l0(e, t), o.content.clone()))
+    let range = (cell, 0, 0)..(cell + 1, 0, 0);
+    let l0 = (self.ltx.range(range.clone())).map(|(&(_, e, t), o)| (LtxKey::l0(e, t), o));
+    let snapshots = (self.snapshots.range(range)).map(|(&(_, epoch, max), o)| {
+      let key = LtxKey {
+        epoch,
+        level: crate::compact::SNAPSHOT_LEVEL,
+        min_txid: 1,
+        max_txid: max,
+      };
+      (key, o)
+    });
+    let objs = (l0.chain(snapshots))
+      .map(|(k, o)| (k, o.content.clone()))
       .collect();
     Rc::new(objs)
   }
@@ -382,5 +431,21 @@ mod tests {
     let keys: Vec<LtxKey> = l.iter().map(|(k, _)| *k).collect();
     let chain = crate::restore::restore_chain(&keys).unwrap();
     assert_eq!(materialize(&l, &chain), vec![10, 11, 12, 13]);
+    // A snapshot through TXID 2 replaces the first two objects.
+    s.apply(
+      &Op::PutSnapshot {
+        cell: 0,
+        epoch: 2,
+        max: 2,
+        content: Rc::new(vec![10, 11, 12, 13]),
+      },
+      (0, 0),
+    );
+    put(&mut s, 0, 2, 3, vec![14]);
+    let l = s.list(0);
+    let keys: Vec<LtxKey> = l.iter().map(|(k, _)| *k).collect();
+    let chain = crate::restore::restore_chain(&keys).unwrap();
+    assert_eq!(chain.keys.len(), 2);
+    assert_eq!(materialize(&l, &chain), vec![10, 11, 12, 13, 14]);
   }
 }
