@@ -10,6 +10,9 @@
 //! outage, flaky uploads and a partition of one node from the store. The clients spread their calls
 //! over the nodes, so most reach their object through forwarding. Then the whole fleet is killed and
 //! cold-started with empty data directories and must read the same counts.
+//! Nodes run epoch GC with a one-second retention (`--ltx-retention-secs
+//! 1`), so the epochs that takeovers leave behind are deleted under the
+//! same faults, and counters that stay open long enough take snapshots.
 //! The history is checked by `faultlab/check.rs` (no value acknowledged
 //! twice, nothing acknowledged lost, real-time order, no acknowledgement
 //! past the answering node's fence deadline) and every node exit must be 0
@@ -337,6 +340,8 @@ impl Lab {
       "--lease-ttl-ms".into(),
       ttl,
       "--isolates".into(),
+      "1".into(),
+      "--ltx-retention-secs".into(),
       "1".into(),
     ];
     args.extend(self.store.node_args(i));

@@ -250,6 +250,21 @@ fn restore_survives_a_takeover(tag: &str, url: &str, extra: &[&str], env: &[(&st
   restart_object(&a, "a");
   assert_eq!(ok(&a, "/get"), "one");
   ok(&a, "/put?v=three");
+  // Enough commits for a snapshot within the epoch: a state past it is
+  // rebuilt from that snapshot and the commits after it.
+  for i in 0..70 {
+    ok(&a, &format!("/put?v=filler{i}"));
+  }
+  let b3 = ok(&a, "/put?v=four");
+  ok(&a, "/put?v=five");
+  assert!(
+    a.wait_log("snapshot through TXID", Duration::from_secs(5)),
+    "{}",
+    a.log()
+  );
+  ok(&a, &format!("/restore?b={b3}"));
+  restart_object(&a, "a");
+  assert_eq!(ok(&a, "/get"), "four");
 
   // A restore scheduled on a, whose owner then dies before its next
   // session: the node that takes the object over carries it out.

@@ -74,26 +74,42 @@ pub(crate) async fn pass(
 
 impl Fleet {
   /// Turns epoch GC on: checks the bucket's list-after-write consistency
-  /// (the argument for the late delete needs it), then passes over the
-  /// owned cells every quarter of `retention_ms` (1 s to 10 min).
+  /// (the argument for the late delete needs it; a bucket shown to lack it
+  /// refuses the start, one that cannot be asked now is asked again before
+  /// the first pass), then passes over the owned cells every quarter of
+  /// `retention_ms` (1 s to 10 min).
   pub fn collect_epochs(&self, retention_ms: u64) -> Result<(), String> {
     let bucket = self.bucket.clone();
-    let consistent = self
-      .rt
-      .block_on(cellhost_bucket::list_after_write(&bucket))
-      .map_err(|e| format!("--ltx-retention-secs: list-after-write not tested: {e}"))?;
-    if !consistent {
-      return Err(format!(
+    let refusal = move |b: &Bucket| {
+      format!(
         "--ltx-retention-secs needs a bucket whose listings include an object just written; a listing of {} missed one",
-        bucket.describe()
-      ));
-    }
+        b.describe()
+      )
+    };
+    let mut checked = match self.rt.block_on(cellhost_bucket::list_after_write(&bucket)) {
+      Ok(true) => true,
+      Ok(false) => return Err(refusal(&bucket)),
+      Err(e) => {
+        tracing::warn!("epoch GC waits: list-after-write not tested yet: {e}");
+        false
+      }
+    };
     let every = Duration::from_millis((retention_ms / 4).clamp(1_000, 600_000));
     // Not the Fleet itself: its runtime must not be dropped from a task.
     let (owned, lease, node) = (self.owned.clone(), self.lease.clone(), self.node.clone());
     self.rt.spawn(async move {
       loop {
         tokio::time::sleep(every).await;
+        if !checked {
+          match cellhost_bucket::list_after_write(&bucket).await {
+            Ok(true) => checked = true,
+            Ok(false) => {
+              tracing::error!("epoch GC off: {}", refusal(&bucket));
+              return;
+            }
+            Err(_) => continue,
+          }
+        }
         for (scope, epoch) in crate::held(&owned) {
           if !lease.can_ack(now_ms()) {
             break;

@@ -2,6 +2,8 @@
 //! history. Epoch `e`'s chain opens with a snapshot at TXID 1 and goes on
 //! one commit per object, so state `(e, t)` is that snapshot plus the
 //! deltas up to `t`, and each object's header carries its commit time.
+//! A state is rebuilt from the newest snapshot within the epoch that does
+//! not pass it, when there is one, and the deltas after it.
 //! Nothing here writes: a restore is carried out by the next activation,
 //! which uploads the restored image as its epoch's opening snapshot.
 
@@ -113,16 +115,17 @@ async fn point(
   }))
 }
 
+/// State `txid` of `epoch`: from the snapshot below it, when the epoch
+/// took one (`cellhost_logic::compact`), else from TXID 1.
 async fn image(bucket: &Bucket, scope: &str, epoch: u64, txid: u64) -> Result<Vec<u8>, String> {
   let keys = keys(bucket, scope).await?;
-  let c = chain(&keys, epoch);
-  if (c.len() as u64) < txid || txid == 0 {
+  let Some(c) = cellhost_logic::restore::chain_to(&keys, epoch, txid) else {
     return Err(format!(
       "restoring {scope}: the bucket holds no state {txid} of epoch {epoch}"
     ));
-  }
+  };
   let mut files = Vec::new();
-  for k in &c[..txid as usize] {
+  for k in &c {
     let key = k.object_key(scope);
     let (bytes, _) = (bucket.get(&key).await)
       .map_err(|e| format!("restoring {scope}: {e}"))?

@@ -157,9 +157,47 @@ pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
   Some(Chain { epoch, keys: chain })
 }
 
+/// The objects that rebuild state `txid` of `epoch` (a point-in-time
+/// restore): the furthest-reaching snapshot that does not pass `txid`,
+/// then one level-0 object per commit up to `txid`. `None` when the
+/// bucket does not hold that state.
+pub fn chain_to(keys: &[LtxKey], epoch: u64, txid: u64) -> Option<Vec<LtxKey>> {
+  let own = || keys.iter().filter(|k| k.epoch == epoch);
+  let base = own()
+    .filter(|k| k.min_txid == 1 && k.max_txid <= txid)
+    .max_by_key(|k| (k.max_txid, k.level))?;
+  let mut out = vec![*base];
+  for t in base.max_txid + 1..=txid {
+    out.push(*own().find(|k| k.level == 0 && k.min_txid == t && k.max_txid == t)?);
+  }
+  Some(out)
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn a_point_in_time_starts_from_the_snapshot_below_it() {
+    let snap = |max| LtxKey {
+      epoch: 2,
+      level: crate::compact::SNAPSHOT_LEVEL,
+      min_txid: 1,
+      max_txid: max,
+    };
+    let mut keys: Vec<LtxKey> = (1..=9).map(|t| LtxKey::l0(2, t)).collect();
+    keys.extend([snap(4), snap(8), LtxKey::l0(1, 1)]);
+    assert_eq!(
+      chain_to(&keys, 2, 6),
+      Some(vec![snap(4), LtxKey::l0(2, 5), LtxKey::l0(2, 6)])
+    );
+    assert_eq!(chain_to(&keys, 2, 8), Some(vec![snap(8)]));
+    assert_eq!(chain_to(&keys, 2, 3).map(|c| c.len()), Some(3));
+    assert_eq!(chain_to(&keys, 2, 10), None);
+    assert_eq!(chain_to(&keys, 3, 1), None);
+    keys.retain(|k| *k != LtxKey::l0(2, 5));
+    assert_eq!(chain_to(&keys, 2, 6), None, "a gap below the state");
+  }
 
   #[test]
   fn keys_round_trip() {
