@@ -6,29 +6,35 @@
 # and with them removed: the chain read from TXID 1, as every restore read
 # it before snapshots. Each variant restores from its own copy of the
 # bucket, RUNS times.
-#   bash bench/restore.sh [commits] [runs]
+#   bash bench/restore.sh [increments] [runs] [connections]
+# At 1 connection every increment is its own commit (TXID); at more, the
+# group commit folds several into one.
 source "$(dirname "$0")/lib.sh"
 commits=${1:-100000}
 runs=${2:-3}
+conns=${3:-1}
 ms() { date +%s%3N; }
 node() { # name bucket-dir port
   RUST_LOG=info target/release/cellhost run examples/counter --bucket "file://$2" --node "$1" \
     --data "$out/data-$1" --listen "127.0.0.1:$3" --log-format json >"$out/$1.log" 2>&1 &
 }
 cat > "$out/n.lua" <<LUA
-local n = 0
-local limit = math.ceil($commits / 2)
 wrk.method = "POST"
 wrk.path = "/increment?name=r"
-response = function() n = n + 1; if n >= limit then wrk.thread:stop() end end
 LUA
 mkdir -p "$out/bucket"
 node writer "$out/bucket" "$wport"; wp=$!
 wait_up "$wport"
 t=$(ms)
-wrk -t2 -c64 -d600s -s "$out/n.lua" "http://127.0.0.1:$wport" >/dev/null
+# wrk stops at its duration only: poll the count and stop it at the target
+# (before the object could go idle and reopen under a new epoch).
+wrk -t"$(( conns < 2 ? 1 : 2 ))" -c"$conns" -d600s -s "$out/n.lua" "http://127.0.0.1:$wport" >/dev/null & load=$!
+until [ "$(curl -s "http://127.0.0.1:$wport/?name=r")" -ge "$commits" ]; do sleep 0.2; done
+kill -INT "$load"; wait "$load" 2>/dev/null || true
 value=$(curl -s "http://127.0.0.1:$wport/?name=r")
-echo "committed $value increments in $(( $(ms) - t )) ms at c=64"
+took=$(( $(ms) - t ))
+txids=$(grep -o '"txid":[0-9]*' "$out/writer.log" | tail -1 | cut -d: -f2)
+echo "committed $value increments in $took ms at c=$conns (last snapshot at TXID ${txids:-none})"
 kill -TERM "$wp"; wait "$wp" 2>/dev/null || true
 snaps=$(grep -c '"cell.snapshot"' "$out/writer.log" || true)
 echo "snapshots uploaded while it stayed open: $snaps"

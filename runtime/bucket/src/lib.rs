@@ -156,6 +156,20 @@ pub trait Store: Send + Sync + 'static {
   fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>>;
   /// Every object under `prefix` (a whole-segment prefix, or "" for all), sorted by key.
   fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<ObjectInfo>>>;
+  /// The keys `list` would return, for a caller that needs no versions (a
+  /// backend that must read each object for its version overrides it).
+  fn list_keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      Ok(
+        self
+          .list(prefix)
+          .await?
+          .into_iter()
+          .map(|o| o.key)
+          .collect(),
+      )
+    })
+  }
   /// A short human name for messages, e.g. `s3://bucket (endpoint http://…)`.
   fn describe(&self) -> String;
 }
@@ -305,6 +319,26 @@ impl Bucket {
     }
     out.retain(|o| !o.key.is_empty());
     out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+  }
+
+  /// `list`'s keys only: cheaper where versions cost a read per object
+  /// (a restore lists a cell's whole history).
+  pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
+    let prefix = prefix.trim_end_matches('/');
+    let full = if prefix.is_empty() {
+      self.prefix.trim_end_matches('/').to_string()
+    } else {
+      self.full(prefix)?
+    };
+    let mut out: Vec<String> = (self.store.list_keys(&full).await?.into_iter())
+      .map(|k| match k.strip_prefix(&*self.prefix) {
+        Some(rest) => rest.to_string(),
+        None => k,
+      })
+      .filter(|k| !k.is_empty())
+      .collect();
+    out.sort();
     Ok(out)
   }
 }

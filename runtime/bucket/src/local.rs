@@ -259,6 +259,49 @@ impl LocalDir {
     Ok(out)
   }
 
+  /// `do_list` without opening each object for its version.
+  fn do_list_keys(&self, prefix: &str) -> io::Result<Vec<String>> {
+    let base = if prefix.is_empty() {
+      self.root.to_path_buf()
+    } else {
+      self.object(prefix)
+    };
+    let mut out = Vec::new();
+    let mut dirs = vec![(base, prefix.to_string())];
+    while let Some((dir, rel)) = dirs.pop() {
+      let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e)
+          if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
+        {
+          continue;
+        }
+        Err(e) => return Err(e),
+      };
+      for entry in entries {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+          continue;
+        };
+        if rel.is_empty() && name == META_DIR {
+          continue;
+        }
+        let key = if rel.is_empty() {
+          name
+        } else {
+          format!("{rel}/{name}")
+        };
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+          dirs.push((entry.path(), key));
+        } else if ty.is_file() {
+          out.push(key);
+        }
+      }
+    }
+    Ok(out)
+  }
+
   fn walk(&self, dir: &Path, rel: &str, out: &mut Vec<ObjectInfo>) -> io::Result<()> {
     let entries = match fs::read_dir(dir) {
       Ok(e) => e,
@@ -400,6 +443,15 @@ impl Store for LocalDir {
     let (me, prefix) = (self.clone(), prefix.to_string());
     Box::pin(async move {
       blocking(move || me.do_list(&prefix).map_err(io_err))
+        .await
+        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
+    })
+  }
+
+  fn list_keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    let (me, prefix) = (self.clone(), prefix.to_string());
+    Box::pin(async move {
+      blocking(move || me.do_list_keys(&prefix).map_err(io_err))
         .await
         .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
     })

@@ -122,6 +122,14 @@ async fn listing(b: Bucket) {
   assert_eq!(keys(b.list("a").await.unwrap()), ["a/1", "a/2", "a/b/c"]);
   assert_eq!(keys(b.list("a/b/").await.unwrap()), ["a/b/c"]);
   assert!(b.list("nope").await.unwrap().is_empty());
+  // Keys only (the local store reads no object for them): the same keys.
+  for p in ["", "a", "a/b/", "nope", "z"] {
+    assert_eq!(
+      b.list_keys(p).await.unwrap(),
+      keys(b.list(p).await.unwrap()),
+      "{p}"
+    );
+  }
   let one = &b.list("a/b").await.unwrap()[0];
   assert_eq!(one.size, 5);
   assert_eq!(
@@ -159,6 +167,8 @@ async fn prefix_scopes_every_key() {
     .map(|o| o.key)
     .collect();
   assert_eq!(keys, ["nodes/n1.json"]);
+  assert_eq!(scoped.list_keys("").await.unwrap(), ["nodes/n1.json"]);
+  assert_eq!(scoped.list_keys("nodes").await.unwrap(), ["nodes/n1.json"]);
   // A file:// URL with a deeper path is simply a deeper root.
   let deeper = Bucket::open(&url, &BucketOptions::default()).unwrap();
   assert_eq!(

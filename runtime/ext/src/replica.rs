@@ -169,9 +169,19 @@ pub(crate) fn capture(
       .compactor
       .on_capture(txid, bytes.len() as u64, db_bytes, round)
   {
-    // Nothing else has committed since `txid`: this is its state.
-    let snap = db.snapshot().map_err(|e| e.0)?;
-    repl.snapshot = Some(ltx(&snap, 1, txid)?);
+    // Nothing else has committed since `txid`: this is its state. A
+    // snapshot is an optimisation: failing to take one fails no commit.
+    match db
+      .snapshot()
+      .map_err(|e| e.0)
+      .and_then(|s| ltx(&s, 1, txid))
+    {
+      Ok(bytes) => repl.snapshot = Some(bytes),
+      Err(e) => {
+        tracing::warn!("{}: no snapshot at TXID {txid}: {e}", repl.scope);
+        repl.compactor.abandon();
+      }
+    }
   }
   db.checkpoint_if_large(CHECKPOINT_BYTES).map_err(|e| e.0)?;
   Ok(Some(Upload {

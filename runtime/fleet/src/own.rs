@@ -33,11 +33,11 @@ pub async fn read_lease(bucket: &Bucket, node: &str) -> ReadResult<NodeLease> {
 }
 
 pub(crate) async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreError> {
-  let objects = bucket.list(&ltx_prefix(scope)).await.map_err(store_err)?;
+  let keys = (bucket.list_keys(&ltx_prefix(scope)).await).map_err(store_err)?;
   Ok(
-    objects
+    keys
       .iter()
-      .filter_map(|o| LtxKey::parse(scope, &o.key))
+      .filter_map(|k| LtxKey::parse(scope, k))
       .collect(),
   )
 }

@@ -40,13 +40,13 @@ fn chain(keys: &[LtxKey], epoch: u64) -> Vec<LtxKey> {
 
 async fn keys(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, String> {
   let listed = (bucket
-    .list(&cellhost_logic::restore::ltx_prefix(scope))
+    .list_keys(&cellhost_logic::restore::ltx_prefix(scope))
     .await)
     .map_err(|e| format!("listing the history of {scope}: {e}"))?;
   Ok(
     listed
       .iter()
-      .filter_map(|o| LtxKey::parse(scope, &o.key))
+      .filter_map(|k| LtxKey::parse(scope, k))
       .collect(),
   )
 }

@@ -132,6 +132,14 @@ impl Compactor {
     self.bytes = self.bytes.saturating_add(failed.bytes);
   }
 
+  /// The snapshot just granted could not be taken: its tail counts
+  /// again, as after a failed upload.
+  pub fn abandon(&mut self) {
+    if let Some(p) = self.pending.take() {
+      self.on_upload_failed(p);
+    }
+  }
+
   /// The snapshot waiting, if any.
   pub fn pending(&self) -> Option<Pending> {
     self.pending
@@ -193,5 +201,11 @@ mod tests {
     assert_eq!(p.txid, 4);
     c.on_upload_failed(p);
     assert!(c.on_capture(5, 10, 10, 5));
+    c.abandon();
+    assert_eq!(c.pending(), None);
+    assert!(
+      c.on_capture(6, 10, 10, 6),
+      "the abandoned tail counts again"
+    );
   }
 }
