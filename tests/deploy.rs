@@ -411,6 +411,10 @@ fn upgrade_in_process(f: &Fleet) {
   let addr = a.addr;
   let slow = std::thread::spawn(move || request(addr, "GET", "/slow", &[], b""));
   std::thread::sleep(Duration::from_millis(300));
+  // A connection v1's threads accepted that has not sent its request when
+  // the switch comes: it is answered, not dropped.
+  let mut early = std::net::TcpStream::connect(a.addr).unwrap();
+  std::thread::sleep(Duration::from_millis(100));
   f.deploy(&room(f, "v2"), "second");
   // The port takes every connection throughout; new requests meet v2.
   let switched = Instant::now();
@@ -429,6 +433,21 @@ fn upgrade_in_process(f: &Fleet) {
     switched.elapsed().as_millis()
   );
   assert_eq!(refused, 0, "{}", a.log());
+  {
+    use std::io::{Read, Write};
+    early
+      .write_all(b"GET /version HTTP/1.1\r\nhost: x\r\n\r\n")
+      .unwrap();
+    early
+      .set_read_timeout(Some(Duration::from_secs(10)))
+      .unwrap();
+    let mut answer = String::new();
+    let _ = early.read_to_string(&mut answer);
+    let lower = answer.to_ascii_lowercase();
+    assert!(lower.starts_with("http/1.1 200"), "{answer:?}\n{}", a.log());
+    assert!(lower.contains("connection: close"), "{answer:?}");
+    assert!(answer.ends_with("v1"), "{answer:?}");
+  }
   // The request in flight finished on v1.
   let r = slow.join().unwrap().expect("the slow request");
   assert_eq!(

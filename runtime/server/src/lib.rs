@@ -95,6 +95,31 @@ impl InFlight {
   }
 }
 
+/// A connection of `Era` accepted but not yet asked anything: a retired
+/// pool still counts it (its request may be on the way), until its first
+/// request starts or it closes.
+struct Unasked(Arc<Era>);
+
+impl Unasked {
+  fn new(era: &Arc<Era>) -> Self {
+    era
+      .inflight
+      .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Unasked(era.clone())
+  }
+}
+
+impl Drop for Unasked {
+  fn drop(&mut self) {
+    (self.0.inflight).fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+  }
+}
+
+/// How long a connection accepted just before its pool retired may take
+/// to send its first request, which is then answered (and the connection
+/// closed) rather than the connection dropped unanswered.
+const UNASKED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Drop for InFlight {
   fn drop(&mut self) {
     use std::sync::atomic::Ordering::SeqCst;
@@ -276,8 +301,11 @@ async fn accept_loop(
     let era = era.clone();
     tokio::task::spawn_local(async move {
       let mut retiring = era.retired.subscribe();
+      let unasked = Arc::new(std::sync::Mutex::new(Some(Unasked::new(&era))));
+      let asked = unasked.clone();
       let svc = hyper::service::service_fn(move |req| {
         let counted = InFlight::new(&drain, &era);
+        asked.lock().unwrap().take();
         let stop = drain.started.subscribe();
         let answer = handle(req, index, pool.clone(), limits, assets.clone(), stop);
         let gate = gate.clone();
@@ -308,7 +336,9 @@ async fn accept_loop(
         .with_upgrades();
       tokio::pin!(conn);
       // When the pool retires an idle connection closes at once, a busy
-      // one after its answer: its thread's isolate is about to stop.
+      // one after its answer: its thread's isolate is about to stop. One
+      // that was never asked anything may have its request on the way (it
+      // connected just before the switch): it gets a moment to send it.
       let ended = tokio::select! {
         r = conn.as_mut() => Some(r),
         _ = retiring.wait_for(|r| *r) => None,
@@ -316,10 +346,24 @@ async fn accept_loop(
       let ended = match ended {
         Some(r) => r,
         None => {
-          conn.as_mut().graceful_shutdown();
-          conn.await
+          let early = if unasked.lock().unwrap().is_some() {
+            tokio::select! {
+              r = conn.as_mut() => Some(r),
+              _ = tokio::time::sleep(UNASKED_GRACE) => None,
+            }
+          } else {
+            None
+          };
+          match early {
+            Some(r) => r,
+            None => {
+              conn.as_mut().graceful_shutdown();
+              conn.await
+            }
+          }
         }
       };
+      drop(unasked);
       if let Err(e) = ended {
         tracing::debug!("connection: {e}");
       }
