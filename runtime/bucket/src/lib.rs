@@ -305,17 +305,9 @@ impl Bucket {
   /// Every object whose key starts with the whole segments of `prefix` ("" lists all),
   /// recursively, sorted by key. Keys come back relative to the bucket prefix.
   pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
-    let prefix = prefix.trim_end_matches('/');
-    let full = if prefix.is_empty() {
-      self.prefix.trim_end_matches('/').to_string()
-    } else {
-      self.full(prefix)?
-    };
-    let mut out = self.store.list(&full).await?;
+    let mut out = self.store.list(&self.list_prefix(prefix)?).await?;
     for o in &mut out {
-      if let Some(rest) = o.key.strip_prefix(&*self.prefix) {
-        o.key = rest.to_string();
-      }
+      o.key = self.relative(&o.key);
     }
     out.retain(|o| !o.key.is_empty());
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -325,21 +317,28 @@ impl Bucket {
   /// `list`'s keys only: cheaper where versions cost a read per object
   /// (a restore lists a cell's whole history).
   pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
-    let prefix = prefix.trim_end_matches('/');
-    let full = if prefix.is_empty() {
-      self.prefix.trim_end_matches('/').to_string()
-    } else {
-      self.full(prefix)?
-    };
-    let mut out: Vec<String> = (self.store.list_keys(&full).await?.into_iter())
-      .map(|k| match k.strip_prefix(&*self.prefix) {
-        Some(rest) => rest.to_string(),
-        None => k,
-      })
+    let keys = self.store.list_keys(&self.list_prefix(prefix)?).await?;
+    let mut out: Vec<String> = (keys.iter())
+      .map(|k| self.relative(k))
       .filter(|k| !k.is_empty())
       .collect();
     out.sort();
     Ok(out)
+  }
+
+  /// The store's prefix for listing `prefix` ("" lists the whole bucket).
+  fn list_prefix(&self, prefix: &str) -> Result<String> {
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+      Ok(self.prefix.trim_end_matches('/').to_string())
+    } else {
+      self.full(prefix)
+    }
+  }
+
+  /// A store key relative to the bucket prefix.
+  fn relative(&self, key: &str) -> String {
+    key.strip_prefix(&*self.prefix).unwrap_or(key).to_string()
   }
 }
 

@@ -248,19 +248,34 @@ impl LocalDir {
 
   fn do_list(&self, prefix: &str) -> io::Result<Vec<ObjectInfo>> {
     let mut out = Vec::new();
-    let base = if prefix.is_empty() {
-      self.root.to_path_buf()
-    } else {
-      self.object(prefix)
-    };
-    if base.is_dir() {
-      self.walk(&base, prefix, &mut out)?;
+    for (key, path) in self.walk(prefix)? {
+      let mut f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+        Err(e) => return Err(e),
+      };
+      match read_token(&mut f) {
+        Ok(token) => {
+          let size = f.metadata()?.len() - HEADER;
+          out.push(ObjectInfo {
+            key,
+            size,
+            version: version(token),
+          });
+        }
+        Err(e) => tracing::warn!("bucket {}: skipping {key}: {e}", self.root.display()),
+      }
     }
     Ok(out)
   }
 
   /// `do_list` without opening each object for its version.
   fn do_list_keys(&self, prefix: &str) -> io::Result<Vec<String>> {
+    Ok(self.walk(prefix)?.into_iter().map(|(k, _)| k).collect())
+  }
+
+  /// Every object file under `prefix`: its key and path.
+  fn walk(&self, prefix: &str) -> io::Result<Vec<(String, PathBuf)>> {
     let base = if prefix.is_empty() {
       self.root.to_path_buf()
     } else {
@@ -271,6 +286,8 @@ impl LocalDir {
     while let Some((dir, rel)) = dirs.pop() {
       let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
+        // Absent, a plain object, or deleted between listing its parent
+        // and reading it.
         Err(e)
           if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
         {
@@ -295,56 +312,11 @@ impl LocalDir {
         if ty.is_dir() {
           dirs.push((entry.path(), key));
         } else if ty.is_file() {
-          out.push(key);
+          out.push((key, entry.path()));
         }
       }
     }
     Ok(out)
-  }
-
-  fn walk(&self, dir: &Path, rel: &str, out: &mut Vec<ObjectInfo>) -> io::Result<()> {
-    let entries = match fs::read_dir(dir) {
-      Ok(e) => e,
-      // Deleted between listing its parent and reading it.
-      Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-      Err(e) => return Err(e),
-    };
-    for entry in entries {
-      let entry = entry?;
-      let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-        continue;
-      };
-      if rel.is_empty() && name == META_DIR {
-        continue;
-      }
-      let key = if rel.is_empty() {
-        name
-      } else {
-        format!("{rel}/{name}")
-      };
-      let ty = entry.file_type()?;
-      if ty.is_dir() {
-        self.walk(&entry.path(), &key, out)?;
-      } else if ty.is_file() {
-        let mut f = match File::open(entry.path()) {
-          Ok(f) => f,
-          Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-          Err(e) => return Err(e),
-        };
-        match read_token(&mut f) {
-          Ok(token) => {
-            let size = f.metadata()?.len() - HEADER;
-            out.push(ObjectInfo {
-              key,
-              size,
-              version: version(token),
-            });
-          }
-          Err(e) => tracing::warn!("bucket {}: skipping {key}: {e}", self.root.display()),
-        }
-      }
-    }
-    Ok(())
   }
 }
 

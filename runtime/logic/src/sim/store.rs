@@ -270,29 +270,19 @@ impl Store {
         epoch,
         txid,
         content,
-      } => {
-        let obj = LtxObj {
-          content: content.clone(),
-          writer,
-        };
-        self.ltx.insert((*cell, *epoch, *txid), obj);
-        let t = self.token();
-        (Answer::Write(WriteAnswer::Applied(t)), None)
-      }
+      } => (
+        self.put_object(false, (*cell, *epoch, *txid), content, writer),
+        None,
+      ),
       Op::PutSnapshot {
         cell,
         epoch,
         max,
         content,
-      } => {
-        let obj = LtxObj {
-          content: content.clone(),
-          writer,
-        };
-        self.snapshots.insert((*cell, *epoch, *max), obj);
-        let t = self.token();
-        (Answer::Write(WriteAnswer::Applied(t)), None)
-      }
+      } => (
+        self.put_object(true, (*cell, *epoch, *max), content, writer),
+        None,
+      ),
       Op::ListLtx(c) => (Answer::List(Ok(self.list(*c))), None),
       Op::DeleteEpochs(c, epochs) => {
         let gone = |&(cell, e, _): &(usize, u64, u64)| cell == *c && epochs.contains(&e);
@@ -332,6 +322,28 @@ impl Store {
       after: r.clone(),
     };
     (Answer::Write(WriteAnswer::Applied(t)), Some(change))
+  }
+
+  /// An LTX object (`snapshot`: a whole-state one) keyed (cell, epoch,
+  /// its max TXID).
+  fn put_object(
+    &mut self,
+    snapshot: bool,
+    key: (usize, u64, u64),
+    content: &Rc<Vec<u64>>,
+    writer: Writer,
+  ) -> Answer {
+    let obj = LtxObj {
+      content: content.clone(),
+      writer,
+    };
+    let map = if snapshot {
+      &mut self.snapshots
+    } else {
+      &mut self.ltx
+    };
+    map.insert(key, obj);
+    Answer::Write(WriteAnswer::Applied(self.token()))
   }
 
   fn put_lease(&mut self, n: usize, l: &NodeLease) -> Answer {
