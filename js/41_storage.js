@@ -422,17 +422,19 @@ const openCursors = new SafeFinalizationRegistry(([h, id]) => op_sql_cursor_clos
 class SqlStorageCursor {
   #columns;
   #rows;
+  // Rows read and written just after the step that gave each row, flat.
+  #counts;
   #pos = 0;
-  #read;
-  #written;
+  // The statement's final [read, written], once it has no rows left.
+  #end;
   #h;
   #id;
   constructor(key, out, h) {
     if (key !== KEY) throw new TypeError("Illegal constructor");
     this.#columns = out[0];
     this.#rows = out[1];
-    this.#read = out[2];
-    this.#written = out[3];
+    this.#counts = out[2];
+    this.#end = out[3];
     this.#h = h;
     this.#id = out[4];
     if (this.#id) openCursors.register(this, [h, this.#id], this);
@@ -440,11 +442,17 @@ class SqlStorageCursor {
   get columnNames() {
     return this.#columns;
   }
+  // workerd's cursor steps one row past those it has handed out, so its
+  // counts are those of the step that gave the next row, or the final ones.
+  #count(k) {
+    if (this.#have(1)) return this.#counts[2 * this.#pos + k];
+    return this.#end ? this.#end[k] : 0;
+  }
   get rowsRead() {
-    return this.#read;
+    return this.#count(0);
   }
   get rowsWritten() {
-    return this.#written;
+    return this.#count(1);
   }
   #object(row) {
     const o = {};
@@ -455,19 +463,22 @@ class SqlStorageCursor {
   // a read's rows come from SQLite a batch at a time (op_sql_cursor_next).
   #have(n) {
     while (this.#rows.length - this.#pos < n && this.#id) {
-      const [rows, done] = op_sql_cursor_next(this.#h, this.#id);
-      if (this.#pos < this.#rows.length) {
-        // (one() looks one row ahead across a batch's end)
-        const kept = [];
-        for (let i = this.#pos; i < this.#rows.length; i++) kept[kept.length] = this.#rows[i];
-        for (let i = 0; i < rows.length; i++) kept[kept.length] = rows[i];
-        this.#rows = kept;
-      } else {
-        this.#rows = rows;
+      const [rows, counts, end] = op_sql_cursor_next(this.#h, this.#id);
+      // (one() looks one row ahead across a batch's end)
+      const kept = [];
+      const keptCounts = [];
+      for (let i = this.#pos; i < this.#rows.length; i++) {
+        kept[kept.length] = this.#rows[i];
+        keptCounts[keptCounts.length] = this.#counts[2 * i];
+        keptCounts[keptCounts.length] = this.#counts[2 * i + 1];
       }
+      for (let i = 0; i < rows.length; i++) kept[kept.length] = rows[i];
+      for (let i = 0; i < counts.length; i++) keptCounts[keptCounts.length] = counts[i];
+      this.#rows = kept;
+      this.#counts = keptCounts;
       this.#pos = 0;
-      this.#read += rows.length;
-      if (done) {
+      if (end) {
+        this.#end = end;
         openCursors.unregister(this);
         this.#id = 0;
       }

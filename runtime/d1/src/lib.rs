@@ -235,8 +235,8 @@ fn one(d: &mut Database, q: &Query) -> Result<Value, String> {
       "last_row_id": rowid_after,
       "changed_db": changed,
       "size_after": size_after,
-      "rows_read": r.rows_read,
-      "rows_written": r.rows_written,
+      "rows_read": r.totals()[0],
+      "rows_written": r.totals()[1],
     },
   }))
 }

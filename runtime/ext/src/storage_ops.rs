@@ -119,9 +119,9 @@ pub fn op_txn_finish(
   .map_err(err)
 }
 
-/// sql.exec(): returns `[columns, rows, rowsRead, rowsWritten, cursor]`;
-/// `cursor` (non-zero) names the rest of a read's rows, for
-/// `op_sql_cursor_next`.
+/// sql.exec(): returns `[columns, rows, counts, end, cursor]` (`counts`
+/// and `end` as `counts_to_v8` gives them); `cursor` (non-zero) names the
+/// rest of a read's rows, for `op_sql_cursor_next`.
 #[op2(reentrant)]
 pub fn op_sql_exec<'a>(
   scope: &mut v8::PinScope<'a, '_>,
@@ -167,14 +167,15 @@ pub fn op_sql_exec<'a>(
   let out = [
     v8::Array::new_with_elements(scope, &columns).into(),
     rows_to_v8(scope, &result.rows),
-    v8::Number::new(scope, result.rows_read as f64).into(),
-    v8::Number::new(scope, result.rows_written as f64).into(),
+    counts_to_v8(scope, &result.counts),
+    end_to_v8(scope, result.end),
     v8::Integer::new_from_unsigned(scope, result.cursor.unwrap_or(0)).into(),
   ];
   Ok(v8::Array::new_with_elements(scope, &out).into())
 }
 
-/// The next rows of a lazy cursor: `[rows, done]`.
+/// The next rows of a lazy cursor: `[rows, counts, end]`, `end` null while
+/// rows are left.
 #[op2]
 pub fn op_sql_cursor_next<'a>(
   scope: &mut v8::PinScope<'a, '_>,
@@ -182,13 +183,14 @@ pub fn op_sql_cursor_next<'a>(
   #[smi] h: u32,
   #[smi] id: u32,
 ) -> Result<v8::Local<'a, v8::Value>, JsErrorBox> {
-  let (rows, done) = cells(state)
+  let b = cells(state)
     .db(h)?
     .cursor_next(id, cellhost_storage::CURSOR_BATCH)
     .map_err(err)?;
   let out = [
-    rows_to_v8(scope, &rows),
-    v8::Boolean::new(scope, done).into(),
+    rows_to_v8(scope, &b.rows),
+    counts_to_v8(scope, &b.counts),
+    end_to_v8(scope, b.end),
   ];
   Ok(v8::Array::new_with_elements(scope, &out).into())
 }
@@ -198,6 +200,31 @@ pub fn op_sql_cursor_next<'a>(
 pub fn op_sql_cursor_close(state: &mut OpState, #[smi] h: u32, #[smi] id: u32) {
   if let Ok(db) = cells(state).db(h) {
     db.cursor_close(id);
+  }
+}
+
+/// Rows read and written after each row's step, flat: `[read0, written0,
+/// read1, written1, ...]`.
+fn counts_to_v8<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  counts: &[cellhost_storage::Counts],
+) -> v8::Local<'a, v8::Value> {
+  let flat: Vec<v8::Local<v8::Value>> = counts
+    .iter()
+    .flatten()
+    .map(|&n| v8::Number::new(scope, n as f64).into())
+    .collect();
+  v8::Array::new_with_elements(scope, &flat).into()
+}
+
+/// A statement's final `[read, written]`, or null while it has rows left.
+fn end_to_v8<'a>(
+  scope: &mut v8::PinScope<'a, '_>,
+  end: Option<cellhost_storage::Counts>,
+) -> v8::Local<'a, v8::Value> {
+  match end {
+    Some(c) => counts_to_v8(scope, &[c]),
+    None => v8::null(scope).into(),
   }
 }
 

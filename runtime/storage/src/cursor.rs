@@ -43,6 +43,14 @@ pub(crate) enum Step {
   Done,
 }
 
+/// A statement's rows read and written so far, as workerd's SQLite counts
+/// them (see vendor/README.md): `[read, written]`.
+pub type Counts = [u64; 2];
+
+// The counters our SQLite keeps beside its own (vendor/libsqlite3-sys).
+const ROWS_READ: i32 = 1025;
+const ROWS_WRITTEN: i32 = 1026;
+
 impl Stmt {
   /// Prepares the first statement of `sql`; `None` for SQL with no
   /// statement in it (empty, or comments only). An error is SQLite's code,
@@ -63,13 +71,26 @@ impl Stmt {
     Ok(NonNull::new(raw).map(|raw| Stmt { raw, db }))
   }
 
-  /// Back to its start with no bindings, to run again.
+  /// Back to its start with no bindings and no rows counted, to run again.
   pub(crate) fn reset(&mut self) {
     // SAFETY: a live statement. reset's code repeats the last step's
     // error, already reported.
     unsafe {
       ffi::sqlite3_reset(self.raw());
       ffi::sqlite3_clear_bindings(self.raw());
+      ffi::sqlite3_stmt_status(self.raw(), ROWS_READ, 1);
+      ffi::sqlite3_stmt_status(self.raw(), ROWS_WRITTEN, 1);
+    }
+  }
+
+  /// Rows read and written since it was prepared or reset.
+  pub(crate) fn counts(&self) -> Counts {
+    // SAFETY: a live statement; reading a counter changes nothing.
+    unsafe {
+      [
+        ffi::sqlite3_stmt_status(self.raw(), ROWS_READ, 0) as u32 as u64,
+        ffi::sqlite3_stmt_status(self.raw(), ROWS_WRITTEN, 0) as u32 as u64,
+      ]
     }
   }
 
@@ -236,12 +257,23 @@ impl StmtCache {
 }
 
 /// An open cursor: its statement while it has rows left in SQLite, or the
-/// rows a drain read out of it.
+/// rows a drain read out of it; each row with the statement's counts just
+/// after the step that gave it.
 pub(crate) struct Cursor {
   stmt: Option<Stmt>,
-  drained: VecDeque<Vec<SqlValue>>,
+  drained: VecDeque<(Vec<SqlValue>, Counts)>,
+  /// The counts once the statement was done.
+  end: Option<Counts>,
   /// The error a drain met, given after the rows read before it.
   failed: Option<StorageError>,
+}
+
+/// Rows taken from a cursor: each with its counts, and the final counts
+/// once there are no more.
+pub struct Batch {
+  pub rows: Vec<Vec<SqlValue>>,
+  pub counts: Vec<Counts>,
+  pub end: Option<Counts>,
 }
 
 impl Cursor {
@@ -249,53 +281,64 @@ impl Cursor {
     Cursor {
       stmt: Some(stmt),
       drained: VecDeque::new(),
+      end: None,
       failed: None,
     }
   }
 
-  /// Up to `max` rows; `true` once there are no more.
-  pub(crate) fn take(&mut self, max: usize) -> Result<(Vec<Vec<SqlValue>>, bool), StorageError> {
-    let mut rows = Vec::new();
-    while rows.len() < max {
-      if let Some(r) = self.drained.pop_front() {
-        rows.push(r);
-        continue;
+  /// One step of the open statement into `drained`/`end`; `false` when
+  /// there is nothing left to step.
+  fn step(&mut self) -> bool {
+    let Some(st) = self.stmt.as_mut() else {
+      return false;
+    };
+    match st.step() {
+      Ok(Step::Row(r)) => self.drained.push_back((r, st.counts())),
+      Ok(Step::Done) => {
+        self.end = Some(st.counts());
+        self.stmt = None;
       }
-      let Some(st) = self.stmt.as_mut() else {
-        if let Some(e) = self.failed.take() {
-          if rows.is_empty() {
-            return Err(e);
-          }
-          self.failed = Some(e);
-        }
-        break;
-      };
-      match st.step() {
-        Ok(Step::Row(r)) => rows.push(r),
-        Ok(Step::Done) => self.stmt = None,
-        Err(e) => {
-          self.stmt = None;
-          return Err(e);
-        }
+      Err(e) => {
+        self.end = Some(st.counts());
+        self.stmt = None;
+        self.failed = Some(e);
       }
     }
-    let done = self.stmt.is_none() && self.drained.is_empty() && self.failed.is_none();
-    Ok((rows, done))
+    true
+  }
+
+  /// Up to `max` rows.
+  pub(crate) fn take(&mut self, max: usize) -> Result<Batch, StorageError> {
+    let mut b = Batch {
+      rows: Vec::new(),
+      counts: Vec::new(),
+      end: None,
+    };
+    while b.rows.len() < max {
+      if let Some((r, c)) = self.drained.pop_front() {
+        b.rows.push(r);
+        b.counts.push(c);
+      } else if !self.step() {
+        break;
+      }
+    }
+    if self.drained.is_empty() && self.stmt.is_none() {
+      if let Some(e) = self.failed.take() {
+        if b.rows.is_empty() {
+          return Err(e);
+        }
+        self.failed = Some(e);
+      } else {
+        b.end = self.end;
+      }
+    }
+    Ok(b)
   }
 
   /// Reads every remaining row out of SQLite and finalizes the statement;
   /// an error is kept for the reader to meet after those rows.
   pub(crate) fn drain(&mut self) {
-    while let Some(st) = self.stmt.as_mut() {
-      match st.step() {
-        Ok(Step::Row(r)) => self.drained.push_back(r),
-        Ok(Step::Done) => self.stmt = None,
-        Err(e) => {
-          self.stmt = None;
-          self.failed = Some(e);
-        }
-      }
-    }
+    while self.step() {}
   }
 }
 
@@ -337,9 +380,9 @@ mod tests {
   ) -> Result<Vec<f64>, StorageError> {
     let mut out = ids(&first);
     loop {
-      let (rows, done) = db.cursor_next(id, CURSOR_BATCH)?;
-      out.extend(ids(&rows));
-      if done {
+      let b = db.cursor_next(id, CURSOR_BATCH)?;
+      out.extend(ids(&b.rows));
+      if b.end.is_some() {
         return Ok(out);
       }
     }
@@ -366,6 +409,38 @@ mod tests {
       .sql_exec_lazy("UPDATE t SET id = id + 0 RETURNING id", &[])
       .unwrap();
     assert_eq!((w.rows.len(), w.cursor), (1000, None));
+  }
+
+  #[test]
+  fn rows_are_counted_per_step_across_batches_drains_and_cached_runs() {
+    let mut db = db("counts");
+    // 1,000 rows: a rewind and a move per row after the first.
+    let r = db.sql_exec_lazy("SELECT id FROM t", &[]).unwrap();
+    assert_eq!(r.counts[0], [1, 0]);
+    assert_eq!(r.counts[CURSOR_BATCH - 1], [CURSOR_BATCH as u64, 0]);
+    assert_eq!(r.end, None);
+    let id = r.cursor.unwrap();
+    let b = db.cursor_next(id, 10).unwrap();
+    assert_eq!(b.counts[0], [CURSOR_BATCH as u64 + 1, 0]);
+    // A drain keeps each row's counts, and the end's.
+    db.drain_cursors();
+    let b = db.cursor_next(id, 10_000).unwrap();
+    assert_eq!(b.counts.last(), Some(&[1000, 0]));
+    assert_eq!(b.end, Some([1000, 0]));
+    // A cached statement counts from zero each run; writes count rows
+    // written, count(*) its entries.
+    for _ in 0..2 {
+      let r = db.sql_exec("SELECT * FROM t WHERE id = 7", &[]).unwrap();
+      assert_eq!(r.totals(), [1, 0]);
+    }
+    let r = db
+      .sql_exec("UPDATE t SET id = id + 1000 WHERE id <= 3", &[])
+      .unwrap();
+    assert_eq!(r.totals()[1], 3);
+    assert_eq!(
+      db.sql_exec("SELECT count(*) FROM t", &[]).unwrap().totals(),
+      [1000, 0]
+    );
   }
 
   #[test]

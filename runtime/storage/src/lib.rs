@@ -21,6 +21,7 @@ use rusqlite::Connection;
 
 pub use capture::{Captured, WalPosition};
 pub use cellhost_logic::alarm::{AlarmOutcome, AlarmRow, set_alarm};
+pub use cursor::{Batch, Counts};
 pub use file::lock_data_dir;
 pub use kv::ListOptions;
 pub use sql::{CURSOR_BATCH, SqlResult, SqlValue};

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::cursor::{Cursor, Step, Stmt};
+use crate::cursor::{Batch, Counts, Cursor, Step, Stmt};
 use crate::{CellDb, StorageError, sqlite_error};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -15,14 +15,26 @@ pub enum SqlValue {
   Blob(Vec<u8>),
 }
 
+/// The last statement's columns and rows. `counts[i]` is what it had read
+/// and written just after the step that gave row `i`, `end` what it had at
+/// its end (absent while a lazy read has rows left): workerd's cursor steps
+/// one row ahead of what it has handed out, and its `rowsRead` is the count
+/// of that step.
 #[derive(Debug, Default)]
 pub struct SqlResult {
   pub columns: Vec<String>,
   pub rows: Vec<Vec<SqlValue>>,
-  pub rows_read: u64,
-  pub rows_written: u64,
+  pub counts: Vec<Counts>,
+  pub end: Option<Counts>,
   /// A lazy read left open with more rows to give (`cursor_next`).
   pub cursor: Option<u32>,
+}
+
+impl SqlResult {
+  /// Rows read and written by the whole statement (it ran to its end).
+  pub fn totals(&self) -> Counts {
+    self.end.or(self.counts.last().copied()).unwrap_or_default()
+  }
 }
 
 /// Rows a lazy cursor hands out per call: a scan holds at most this many in
@@ -70,18 +82,18 @@ impl CellDb {
     }
   }
 
-  /// The next rows of an open cursor; `true` once it has no more (it is
-  /// then closed).
-  pub fn cursor_next(
-    &mut self,
-    id: u32,
-    max: usize,
-  ) -> Result<(Vec<Vec<SqlValue>>, bool), StorageError> {
+  /// The next rows of an open cursor; its `end` once it has no more (it
+  /// is then closed).
+  pub fn cursor_next(&mut self, id: u32, max: usize) -> Result<Batch, StorageError> {
     let Some(c) = self.cursors.get_mut(&id) else {
-      return Ok((Vec::new(), true));
+      return Ok(Batch {
+        rows: Vec::new(),
+        counts: Vec::new(),
+        end: Some([0, 0]),
+      });
     };
     let r = c.take(max);
-    if !matches!(r, Ok((_, false))) {
+    if !matches!(r, Ok(Batch { end: None, .. })) {
       self.cursors.remove(&id);
     }
     r
@@ -175,8 +187,8 @@ impl CellDb {
       ));
     }
     st.bind(bindings)?;
-    let changes_before = self.conn.total_changes();
     let mut rows = Vec::new();
+    let mut counts = Vec::new();
     // A write runs to its end now (its changes join this turn's commit); a
     // read gives its first batch, and the rest on demand.
     let batch = if lazy && readonly {
@@ -184,12 +196,15 @@ impl CellDb {
     } else {
       usize::MAX
     };
-    let mut finished = false;
+    let mut end = None;
     while rows.len() < batch {
       match st.step()? {
-        Step::Row(r) => rows.push(r),
+        Step::Row(r) => {
+          rows.push(r);
+          counts.push(st.counts());
+        }
         Step::Done => {
-          finished = true;
+          end = Some(st.counts());
           break;
         }
       }
@@ -197,7 +212,7 @@ impl CellDb {
     // Named after stepping: a kept statement that SQLite prepared again
     // for a changed schema (`SELECT *` after ALTER TABLE) has new columns.
     let columns = st.columns();
-    let cursor = if finished {
+    let cursor = if end.is_some() {
       self.stmt_cache.put(sql, st);
       None
     } else {
@@ -208,17 +223,11 @@ impl CellDb {
       self.cursors.insert(id, Cursor::new(st));
       Some(id)
     };
-    let rows_written = if readonly {
-      0
-    } else {
-      self.conn.total_changes().saturating_sub(changes_before)
-    };
-    let rows_read = rows.len() as u64;
     Ok(SqlResult {
       columns,
       rows,
-      rows_read,
-      rows_written,
+      counts,
+      end,
       cursor,
     })
   }

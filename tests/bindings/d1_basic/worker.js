@@ -15,11 +15,9 @@ const t = async (name, f) => {
     out.push(`${name}: threw ${e?.constructor?.name}: ${e?.message} cause=${e?.cause?.message}`);
   }
 };
-// rows_read/rows_written are left out: cellhost counts them as its Durable
-// Object SQL does, which differs from workerd's counting (schema rows,
-// scanned rows); issue 13 tracks that engine-wide.
+// rows_read/rows_written compared too: both runtimes count them in SQLite.
 const meta = (r) => {
-  const { duration, size_after, served_by, timings, rows_read, rows_written, ...rest } = r.meta;
+  const { duration, size_after, served_by, timings, ...rest } = r.meta;
   return { ...r, meta: { ...rest, duration: typeof duration, size_after: typeof size_after, served_by: typeof served_by } };
 };
 
