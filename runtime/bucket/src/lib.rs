@@ -170,6 +170,37 @@ pub trait Store: Send + Sync + 'static {
       )
     })
   }
+  /// The keys under `prefix` greater than `after` (a whole key): a
+  /// start-after listing, so a long history is not listed to read its end.
+  fn list_keys_after<'a>(
+    &'a self,
+    prefix: &'a str,
+    after: &'a str,
+  ) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      let mut keys = self.list_keys(prefix).await?;
+      keys.retain(|k| k.as_str() > after);
+      Ok(keys)
+    })
+  }
+  /// The names of the "directories" directly under `prefix` (a delimiter
+  /// listing's common prefixes, last segment only), in any order.
+  fn list_dirs<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      let keys = self.list_keys(prefix).await?;
+      let under = if prefix.is_empty() {
+        String::new()
+      } else {
+        format!("{prefix}/")
+      };
+      let mut names: Vec<String> = (keys.iter())
+        .filter_map(|k| Some(k.strip_prefix(&under)?.split_once('/')?.0.to_string()))
+        .collect();
+      names.sort();
+      names.dedup();
+      Ok(names)
+    })
+  }
   /// A short human name for messages, e.g. `s3://bucket (endpoint http://…)`.
   fn describe(&self) -> String;
 }
@@ -324,6 +355,27 @@ impl Bucket {
       .collect();
     out.sort();
     Ok(out)
+  }
+
+  /// `list_keys`, only the keys greater than the key `after`.
+  pub async fn list_keys_after(&self, prefix: &str, after: &str) -> Result<Vec<String>> {
+    let keys = (self.store)
+      .list_keys_after(&self.list_prefix(prefix)?, &self.full(after)?)
+      .await?;
+    let mut out: Vec<String> = (keys.iter())
+      .map(|k| self.relative(k))
+      .filter(|k| !k.is_empty())
+      .collect();
+    out.sort();
+    Ok(out)
+  }
+
+  /// The names of the "directories" directly under `prefix` (`e7` for
+  /// `<prefix>/e7/…`), sorted.
+  pub async fn list_dirs(&self, prefix: &str) -> Result<Vec<String>> {
+    let mut names = self.store.list_dirs(&self.list_prefix(prefix)?).await?;
+    names.sort();
+    Ok(names)
   }
 
   /// The store's prefix for listing `prefix` ("" lists the whole bucket).

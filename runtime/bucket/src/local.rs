@@ -274,6 +274,34 @@ impl LocalDir {
     Ok(self.walk(prefix)?.into_iter().map(|(k, _)| k).collect())
   }
 
+  /// The directories directly under `prefix` (one `read_dir`, no walk).
+  fn do_list_dirs(&self, prefix: &str) -> io::Result<Vec<String>> {
+    let dir = if prefix.is_empty() {
+      self.root.to_path_buf()
+    } else {
+      self.object(prefix)
+    };
+    let entries = match fs::read_dir(&dir) {
+      Ok(e) => e,
+      Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
+        return Ok(Vec::new());
+      }
+      Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+      let entry = entry?;
+      let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+        continue;
+      };
+      if (prefix.is_empty() && name == META_DIR) || !entry.file_type()?.is_dir() {
+        continue;
+      }
+      out.push(name);
+    }
+    Ok(out)
+  }
+
   /// Every object file under `prefix`: its key and path.
   fn walk(&self, prefix: &str) -> io::Result<Vec<(String, PathBuf)>> {
     let base = if prefix.is_empty() {
@@ -424,6 +452,15 @@ impl Store for LocalDir {
     let (me, prefix) = (self.clone(), prefix.to_string());
     Box::pin(async move {
       blocking(move || me.do_list_keys(&prefix).map_err(io_err))
+        .await
+        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
+    })
+  }
+
+  fn list_dirs<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    let (me, prefix) = (self.clone(), prefix.to_string());
+    Box::pin(async move {
+      blocking(move || me.do_list_dirs(&prefix).map_err(io_err))
         .await
         .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
     })

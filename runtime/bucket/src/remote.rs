@@ -323,6 +323,42 @@ impl Store for Remote {
     })
   }
 
+  fn list_keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
+      let metas: Vec<_> = (self.store.list(p.as_ref()).try_collect().await).map_err(store_err)?;
+      Ok(metas.into_iter().map(|m| m.location.to_string()).collect())
+    })
+  }
+
+  fn list_keys_after<'a>(
+    &'a self,
+    prefix: &'a str,
+    after: &'a str,
+  ) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
+      let metas: Vec<_> = (self.store)
+        .list_with_offset(p.as_ref(), &path(after)?)
+        .try_collect()
+        .await
+        .map_err(store_err)?;
+      Ok(metas.into_iter().map(|m| m.location.to_string()).collect())
+    })
+  }
+
+  fn list_dirs<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+    Box::pin(async move {
+      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
+      let r = (self.store.list_with_delimiter(p.as_ref()).await).map_err(store_err)?;
+      Ok(
+        (r.common_prefixes.iter())
+          .filter_map(|d| d.filename().map(str::to_string))
+          .collect(),
+      )
+    })
+  }
+
   fn describe(&self) -> String {
     self.name.clone()
   }

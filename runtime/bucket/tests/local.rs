@@ -130,6 +130,16 @@ async fn listing(b: Bucket) {
       "{p}"
     );
   }
+  // Start-after listings and directory names (what a restore lists).
+  assert_eq!(
+    b.list_keys_after("a", "a/1").await.unwrap(),
+    ["a/2", "a/b/c"]
+  );
+  assert_eq!(b.list_keys_after("", "ab").await.unwrap(), ["z"]);
+  assert_eq!(b.list_dirs("").await.unwrap(), ["a"]);
+  assert_eq!(b.list_dirs("a").await.unwrap(), ["b"]);
+  assert!(b.list_dirs("z").await.unwrap().is_empty());
+  assert!(b.list_dirs("nope").await.unwrap().is_empty());
   let one = &b.list("a/b").await.unwrap()[0];
   assert_eq!(one.size, 5);
   assert_eq!(

@@ -104,6 +104,26 @@ async fn s3_against_moto() {
     .map(|o| o.key)
     .collect();
   assert_eq!(all, ["blob", key, "fleet-a/nodes/n1.json"]);
+  // A restore's listings: directory names (a delimiter listing) and keys
+  // after a key (S3's start-after), under the bucket prefix too.
+  for k in [
+    "ltx/e1/0000/1",
+    "ltx/e1/0000/2",
+    "ltx/e1/0000/3",
+    "ltx/e2/0009/1",
+  ] {
+    scoped.put(k, "x").await.unwrap();
+  }
+  assert_eq!(scoped.list_dirs("ltx").await.unwrap(), ["e1", "e2"]);
+  assert_eq!(scoped.list_dirs("ltx/e1").await.unwrap(), ["0000"]);
+  assert_eq!(b.list_dirs("").await.unwrap(), ["cells", "fleet-a"]);
+  assert_eq!(
+    scoped
+      .list_keys_after("ltx/e1/0000", "ltx/e1/0000/1")
+      .await
+      .unwrap(),
+    ["ltx/e1/0000/2", "ltx/e1/0000/3"]
+  );
 
   b.delete(key).await.unwrap();
   b.delete(key).await.unwrap();

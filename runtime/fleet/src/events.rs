@@ -38,13 +38,14 @@ pub fn recent() -> Vec<Recent> {
 }
 
 /// A cell taken by this node: `previous` names the node it was taken from
-/// (a takeover), `restored` the LTX objects its database was rebuilt from.
+/// (a takeover); `restored` the LTX objects its database was rebuilt from,
+/// and the keys listed to choose them.
 pub(crate) fn acquired(
   node: &str,
   scope: &str,
   epoch: u64,
   previous: Option<&str>,
-  restored: usize,
+  (restored, listed): (usize, usize),
 ) {
   tracing::info!(
     target: "cellhost::events",
@@ -54,6 +55,7 @@ pub(crate) fn acquired(
     epoch,
     previous_owner = previous.unwrap_or(""),
     restored_objects = restored,
+    listed_keys = listed,
     "took {scope} at epoch {epoch}"
   );
   match previous {

@@ -301,7 +301,7 @@ impl Fleet {
       );
     }
     let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
-    let (acq, image) = self
+    let (acq, image, listed) = self
       .spawn(async move { own::acquire(&bucket, &node, &s).await })
       .await?;
     let restored = acq.restore.as_ref().map_or(0, |c| c.keys.len());
@@ -310,7 +310,7 @@ impl Fleet {
       &scope,
       acq.epoch,
       acq.previous.as_deref(),
-      restored,
+      (restored, listed),
     );
     self
       .owned

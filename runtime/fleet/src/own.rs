@@ -42,21 +42,54 @@ pub(crate) async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>
   )
 }
 
+/// The keys a restore decides from, listed step by step
+/// (`logic::restore::listing`): a long-lived epoch's snapshots and what
+/// follows the newest, not its whole history.
+/// Also returns how many keys its listings returned.
+async fn list_for_restore(
+  bucket: &Bucket,
+  scope: &str,
+) -> Result<(Vec<LtxKey>, usize), StoreError> {
+  use cellhost_logic::restore::{ListStep, RestoreListing};
+  let (mut listing, mut step) = RestoreListing::new(scope);
+  let mut listed = 0;
+  loop {
+    step = match step {
+      ListStep::Dirs { prefix } => {
+        let names = bucket.list_dirs(&prefix).await.map_err(store_err)?;
+        listing.on_dirs(&names)
+      }
+      ListStep::Keys { prefix, after } => {
+        let keys = match after {
+          None => bucket.list_keys(&prefix).await,
+          Some(after) => bucket.list_keys_after(&prefix, &after).await,
+        };
+        let keys = keys.map_err(store_err)?;
+        listed += keys.len();
+        listing.on_keys(&keys)
+      }
+      ListStep::Done(keys) => return Ok((keys, listed)),
+    };
+  }
+}
+
 async fn pause(ms: u64) {
   if ms > 0 {
     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
   }
 }
 
-/// Takes `scope` for `node`: the record with a new epoch, and the database
-/// image of the newest chain (`None`: start empty).
+/// Takes `scope` for `node`: the record with a new epoch, the database
+/// image of the newest chain (`None`: start empty), and how many keys the
+/// restore listed.
 pub async fn acquire(
   bucket: &Bucket,
   node: &str,
   scope: &str,
-) -> Result<(Acquired, Option<Vec<u8>>), crate::ActivateError> {
+) -> Result<(Acquired, Option<Vec<u8>>, usize), crate::ActivateError> {
   let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
   acq.set_jitter_seed(crate::jitter_seed());
+  let mut listed = 0;
   loop {
     // After a store failure or a lost race: a jittered pause, not a burst.
     pause(acq.backoff_ms()).await;
@@ -73,8 +106,9 @@ pub async fn acquire(
         acq.on_lease(r, started)
       }
       AcquireStep::ListLtx => {
-        let keys = list_ltx(bucket, scope).await;
-        acq.on_ltx(keys.as_deref().map_err(Clone::clone))
+        let keys = list_for_restore(bucket, scope).await;
+        listed = keys.as_ref().map_or(listed, |(_, n)| *n);
+        acq.on_ltx(keys.as_ref().map(|(k, _)| &k[..]).map_err(Clone::clone))
       }
       AcquireStep::Create { record } => {
         let w = bucket.create(&own_key(scope), own_json(&record)).await;
@@ -93,7 +127,7 @@ pub async fn acquire(
           None => None,
           Some(chain) => Some(restore(bucket, scope, chain).await?),
         };
-        return Ok((a, image));
+        return Ok((a, image, listed));
       }
       AcquireStep::Failed(AcquireError::OwnedElsewhere(e)) => {
         return Err(crate::ActivateError {

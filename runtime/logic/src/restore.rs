@@ -19,6 +19,9 @@
 
 use std::fmt;
 
+pub mod listing;
+pub use listing::{ListStep, RestoreListing, gather};
+
 /// One LTX object of a cell, as named in the bucket:
 /// `cells/<scope>/ltx/e<epoch>/<level %04x>/<min %016x>-<max %016x>.ltx`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -134,11 +137,14 @@ pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
   epochs.sort_unstable();
   let epoch = *epochs.last()?;
   let mut own: Vec<LtxKey> = keys.iter().filter(|k| k.epoch == epoch).copied().collect();
-  // By min ascending, then the furthest-reaching first.
+  // By min ascending, then the furthest-reaching first, then the higher
+  // level (a snapshot over a level-0 object of the same reach: the same
+  // state, and the one `RestoreListing` keeps).
   own.sort_unstable_by(|a, b| {
     a.min_txid
       .cmp(&b.min_txid)
       .then(b.max_txid.cmp(&a.max_txid))
+      .then(b.level.cmp(&a.level))
   });
   let mut chain = Vec::new();
   let mut next = 1;

@@ -129,6 +129,7 @@ impl World {
   fn on_acquire_answer(&mut self, n: usize, c: usize, run: u64, answer: Answer) {
     let local = self.local(n);
     let flaw = self.flaw;
+    let scope = self.scopes[c].clone();
     let node = &mut self.nodes[n];
     let name = &node.name;
     let Slot::Acquiring(a) = &mut node.cells[c] else {
@@ -155,10 +156,12 @@ impl World {
         a.m.on_lease(r, judged)
       }
       Answer::List(l) => {
-        let keys: Vec<LtxKey> = l
+        // What the shell's step-by-step listing gathers (restore::listing).
+        let all: Vec<LtxKey> = l
           .as_ref()
           .map(|l| l.iter().map(|(k, _)| *k).collect())
           .unwrap_or_default();
+        let keys = restore::gather(&scope, &all).0;
         match (a.reuse.take(), l) {
           (Some((epoch, token)), Ok(l)) => {
             a.listing = Some(l);

@@ -1,0 +1,246 @@
+//! What a restore lists. A cell that stays open keeps one epoch for its
+//! whole life, and that epoch's level-0 objects grow with every commit; the
+//! snapshots within it (`compact`) bound what a restore reads, and this
+//! bounds what it lists: per epoch, newest first, the levels above 0 whole
+//! (snapshots: one per many commits), then only the level-0 objects after
+//! the furthest-reaching chain start found there, by a start-after listing.
+//! It stops at the first epoch that holds a chain start.
+//!
+//! The keys it gathers give [`restore_chain`](super::restore_chain) and
+//! [`newest_epoch`](super::newest_epoch) the answers the whole listing
+//! gives: older epochs are never restored while a newer one can start a
+//! chain, and the level-0 objects a chain start covers are never read
+//! (`restore_chain` follows from its `max_txid + 1`). Epochs newer than the
+//! one restored (no chain start: a stale owner's tail) are listed whole.
+//! The steps need not see one instant of the bucket: the epochs below the
+//! new owner's are written only by stale owners, whose objects a restore
+//! either saw before the new epoch was taken or never acknowledged.
+
+use super::{LtxKey, ltx_prefix, parse_dec, parse_hex};
+
+/// The next listing to perform, or the keys gathered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListStep {
+  /// The names of the "directories" directly under `prefix` (a delimiter
+  /// listing: `e7` for `<prefix>e7/…`), in any order.
+  Dirs { prefix: String },
+  /// The keys under `prefix`; with `after`, only those greater than it.
+  Keys {
+    prefix: String,
+    after: Option<String>,
+  },
+  /// What the restore decides from.
+  Done(Vec<LtxKey>),
+}
+
+/// The sans-IO listing: [`ListStep`]s out, answers in (`on_dirs`,
+/// `on_keys`).
+pub struct RestoreListing {
+  scope: String,
+  /// Epochs still to look at, newest last (popped).
+  epochs: Vec<u64>,
+  /// The epoch being listed and its levels still to list (popped).
+  current: Option<(u64, Vec<u32>)>,
+  keys: Vec<LtxKey>,
+}
+
+impl RestoreListing {
+  pub fn new(scope: &str) -> (Self, ListStep) {
+    let me = RestoreListing {
+      scope: scope.to_string(),
+      epochs: Vec::new(),
+      current: None,
+      keys: Vec::new(),
+    };
+    let step = ListStep::Dirs {
+      prefix: ltx_prefix(scope),
+    };
+    (me, step)
+  }
+
+  /// The answer to a [`ListStep::Dirs`].
+  pub fn on_dirs(&mut self, names: &[String]) -> ListStep {
+    match self.current.as_mut() {
+      None => {
+        self.epochs = names
+          .iter()
+          .filter_map(|n| parse_dec(n.strip_prefix('e')?))
+          .collect();
+        self.epochs.sort_unstable();
+        self.epochs.dedup();
+        self.next_epoch()
+      }
+      Some((_, levels)) => {
+        // Popped highest first: level 0 last, after the levels that may
+        // hold chain starts.
+        *levels = names
+          .iter()
+          .filter_map(|n| parse_hex(n, 4))
+          .map(|l| l as u32)
+          .collect();
+        levels.sort_unstable();
+        levels.dedup();
+        self.next_level()
+      }
+    }
+  }
+
+  /// The answer to a [`ListStep::Keys`]: the keys as listed (relative to
+  /// the bucket; foreign names are ignored).
+  pub fn on_keys(&mut self, listed: &[String]) -> ListStep {
+    self
+      .keys
+      .extend(listed.iter().filter_map(|k| LtxKey::parse(&self.scope, k)));
+    self.next_level()
+  }
+
+  fn next_epoch(&mut self) -> ListStep {
+    match self.epochs.pop() {
+      None => ListStep::Done(std::mem::take(&mut self.keys)),
+      Some(e) => {
+        self.current = Some((e, Vec::new()));
+        ListStep::Dirs {
+          prefix: format!("{}e{e}/", ltx_prefix(&self.scope)),
+        }
+      }
+    }
+  }
+
+  fn next_level(&mut self) -> ListStep {
+    let (epoch, levels) = self.current.as_mut().expect("listing an epoch");
+    let epoch = *epoch;
+    let starts = || {
+      (self.keys.iter())
+        .filter(|k| k.epoch == epoch && k.min_txid == 1)
+        .map(|k| k.max_txid)
+        .max()
+    };
+    match levels.pop() {
+      Some(level) => {
+        let prefix = format!("{}e{epoch}/{level:04x}/", ltx_prefix(&self.scope));
+        // Level 0 comes last: start after what the furthest chain start
+        // found above it covers.
+        let after = (level == 0)
+          .then(starts)
+          .flatten()
+          .map(|max| format!("{prefix}{max:016x}-{:016x}.ltx", u64::MAX));
+        ListStep::Keys { prefix, after }
+      }
+      None if starts().is_some() => ListStep::Done(std::mem::take(&mut self.keys)),
+      None => self.next_epoch(),
+    }
+  }
+}
+
+/// Runs the listing against a bucket holding exactly `keys` (seen at one
+/// instant): what a restore would gather, and how many keys its listings
+/// returned. The simulator's restores go through it.
+pub fn gather(scope: &str, keys: &[LtxKey]) -> (Vec<LtxKey>, usize) {
+  let bucket: std::collections::BTreeSet<String> =
+    keys.iter().map(|k| k.object_key(scope)).collect();
+  let (mut l, mut step) = RestoreListing::new(scope);
+  let mut listed = 0;
+  loop {
+    step = match step {
+      ListStep::Dirs { prefix } => {
+        let mut names: Vec<String> = (bucket.iter())
+          .filter_map(|k| Some(k.strip_prefix(&prefix)?.split_once('/')?.0.to_string()))
+          .collect();
+        names.dedup();
+        l.on_dirs(&names)
+      }
+      ListStep::Keys { prefix, after } => {
+        let got: Vec<String> = (bucket.iter())
+          .filter(|k| k.starts_with(&prefix) && after.as_ref().is_none_or(|a| *k > a))
+          .cloned()
+          .collect();
+        listed += got.len();
+        l.on_keys(&got)
+      }
+      ListStep::Done(k) => return (k, listed),
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::super::{newest_epoch, restore_chain};
+  use super::*;
+  use crate::compact::SNAPSHOT_LEVEL;
+
+  fn snap(epoch: u64, max: u64) -> LtxKey {
+    LtxKey {
+      epoch,
+      level: SNAPSHOT_LEVEL,
+      min_txid: 1,
+      max_txid: max,
+    }
+  }
+
+  #[test]
+  fn a_long_epoch_lists_its_snapshots_and_what_follows_the_newest() {
+    let mut keys: Vec<LtxKey> = (1..=10_000).map(|t| LtxKey::l0(3, t)).collect();
+    keys.extend([snap(3, 4_000), snap(3, 9_990)]);
+    keys.extend((1..=50).map(|t| LtxKey::l0(2, t)));
+    // A stale owner's tail above a gap in a newer epoch.
+    keys.extend([LtxKey::l0(4, 7)]);
+    let (got, listed) = gather("C:a", &keys);
+    assert_eq!(listed, 2 + 10 + 1);
+    assert_eq!(restore_chain(&got), restore_chain(&keys));
+    assert_eq!(restore_chain(&got).unwrap().keys.len(), 11);
+    assert_eq!(newest_epoch(&got), Some(4));
+  }
+
+  /// Any bucket: the gathered keys decide as the whole listing does.
+  #[test]
+  fn gathered_keys_decide_as_the_whole_listing() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+      seed ^= seed << 13;
+      seed ^= seed >> 7;
+      seed ^= seed << 17;
+      seed % n
+    };
+    for _ in 0..3_000 {
+      let mut keys = Vec::new();
+      for epoch in 1..=next(4) + 1 {
+        let from = if next(4) == 0 { 2 } else { 1 };
+        let upto = next(40);
+        for t in from..=upto {
+          if next(12) != 0 {
+            keys.push(LtxKey::l0(epoch, t));
+          }
+        }
+        for _ in 0..next(3) {
+          keys.push(snap(epoch, next(45) + 1));
+        }
+      }
+      let (got, _) = gather("C:a", &keys);
+      assert_eq!(restore_chain(&got), restore_chain(&keys), "{keys:?}");
+      assert_eq!(newest_epoch(&got), newest_epoch(&keys), "{keys:?}");
+    }
+  }
+
+  #[test]
+  fn foreign_names_are_skipped() {
+    let mut l = RestoreListing::new("C:a").0;
+    let step = l.on_dirs(&["e1".into(), "e07".into(), "seal.json".into()]);
+    assert_eq!(
+      step,
+      ListStep::Dirs {
+        prefix: "cells/C:a/ltx/e1/".into()
+      }
+    );
+    assert_eq!(
+      l.on_dirs(&["0000".into(), "zz".into()]),
+      ListStep::Keys {
+        prefix: "cells/C:a/ltx/e1/0000/".into(),
+        after: None
+      }
+    );
+    assert_eq!(
+      l.on_keys(&["cells/C:a/ltx/e1/0000/x".into()]),
+      ListStep::Done(vec![])
+    );
+  }
+}
