@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use cellhost_assets::Assets;
 use cellhost_ext::ReplyStream;
 
+mod gate;
 mod head;
 
 /// What one request may bring and one response may carry. Cloudflare's
@@ -129,10 +130,10 @@ impl Drop for InFlight {
 }
 
 /// Whether this node may answer at all now (a fleet node: while its lease
-/// is live). Asked as the answer is handed to the connection, the last
-/// point before its bytes leave: a node frozen after its durability round
-/// acknowledged a write must not send that acknowledgement once past its
-/// fence deadline.
+/// is live). Asked as the answer is handed to the connection, and again at
+/// every write to the socket (`gate`): a node frozen after its durability
+/// round acknowledged a write must not send that acknowledgement once past
+/// its fence deadline.
 pub type AnswerGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl Listeners {
@@ -297,6 +298,9 @@ async fn accept_loop(
     let pool = pool.clone();
     let assets = on.assets.clone();
     let gate = on.gate.clone();
+    let write_gate = on.gate.clone();
+    let refusing = gate::Refusing::default();
+    let refused = refusing.clone();
     let drain = drain.clone();
     let era = era.clone();
     tokio::task::spawn_local(async move {
@@ -311,6 +315,7 @@ async fn accept_loop(
         let gate = gate.clone();
         let drain = drain.clone();
         let era = era.clone();
+        let refused = refused.clone();
         async move {
           let mut res = answer.await?;
           drop(counted);
@@ -324,7 +329,10 @@ async fn accept_loop(
               .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
           }
           Ok::<_, Infallible>(match gate {
-            Some(may) if !may() => plain(StatusCode::SERVICE_UNAVAILABLE, FENCED),
+            Some(may) if !may() => {
+              refused.set();
+              plain(StatusCode::SERVICE_UNAVAILABLE, FENCED)
+            }
             _ => res,
           })
         }
@@ -332,7 +340,10 @@ async fn accept_loop(
       let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
         .max_buf_size(MAX_REQUEST_HEAD_BYTES)
-        .serve_connection(TokioIo::new(stream), svc)
+        .serve_connection(
+          TokioIo::new(gate::GatedIo::new(stream, write_gate, refusing)),
+          svc,
+        )
         .with_upgrades();
       tokio::pin!(conn);
       // When the pool retires an idle connection closes at once, a busy
