@@ -8,7 +8,7 @@ use cellhost_logic::own::{
   Acquire, AcquireError, AcquireStep, Acquired, OwnRecord, Release, ReleaseOutcome, ReleaseStep,
   own_key,
 };
-use cellhost_logic::restore::{Chain, LtxKey, ltx_prefix};
+use cellhost_logic::restore::{LtxKey, ltx_prefix};
 use cellhost_logic::{ReadResult, StoreError, Token};
 
 use crate::codec::*;
@@ -125,7 +125,7 @@ pub async fn acquire(
       AcquireStep::Acquired(a) => {
         let image = match &a.restore {
           None => None,
-          Some(chain) => Some(restore(bucket, scope, chain).await?),
+          Some(chain) => Some(apply_chain(bucket, scope, &chain.keys).await?),
         };
         return Ok((a, image, listed));
       }
@@ -144,8 +144,13 @@ pub async fn acquire(
 /// one round trip per object.
 const RESTORE_FETCHES: usize = 16;
 
-/// Applies a chain: the snapshot and the deltas after it.
-async fn restore(bucket: &Bucket, scope: &str, chain: &Chain) -> Result<Vec<u8>, String> {
+/// Applies a chain: the snapshot and the deltas after it (fetched
+/// `RESTORE_FETCHES` at a time).
+pub(crate) async fn apply_chain(
+  bucket: &Bucket,
+  scope: &str,
+  chain: &[LtxKey],
+) -> Result<Vec<u8>, String> {
   use futures::{StreamExt, TryStreamExt};
   let fetch = |k: LtxKey| async move {
     let key = k.object_key(scope);
@@ -156,7 +161,7 @@ async fn restore(bucket: &Bucket, scope: &str, chain: &Chain) -> Result<Vec<u8>,
       .ok_or_else(|| format!("restoring {scope}: {key} vanished"))?;
     cellhost_ltx::decode(&bytes).map_err(|e| format!("restoring {scope}: {key}: {e}"))
   };
-  let files: Vec<_> = futures::stream::iter(chain.keys.iter().copied())
+  let files: Vec<_> = futures::stream::iter(chain.iter().copied())
     .map(fetch)
     .buffered(RESTORE_FETCHES)
     .try_collect()

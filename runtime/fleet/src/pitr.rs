@@ -20,24 +20,6 @@ pub struct BucketPoint {
   pub time_ms: u64,
 }
 
-/// Epoch `epoch`'s chain: its level-0 objects from TXID 1 while contiguous.
-fn chain(keys: &[LtxKey], epoch: u64) -> Vec<LtxKey> {
-  let mut own: Vec<LtxKey> = (keys.iter())
-    .filter(|k| k.epoch == epoch && k.level == 0 && k.min_txid == k.max_txid)
-    .copied()
-    .collect();
-  own.sort();
-  own.dedup_by_key(|k| k.max_txid);
-  let mut out = Vec::new();
-  for k in own {
-    if k.min_txid != out.len() as u64 + 1 {
-      break;
-    }
-    out.push(k);
-  }
-  out
-}
-
 async fn keys(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, String> {
   let listed = (bucket
     .list_keys(&cellhost_logic::restore::ltx_prefix(scope))
@@ -72,7 +54,7 @@ async fn point_at_time(
   epochs.sort_unstable();
   epochs.dedup();
   for &epoch in epochs.iter().rev() {
-    let c = chain(&keys, epoch);
+    let c = cellhost_logic::restore::history(&keys, epoch);
     let Some(first) = c.first() else { continue };
     if time_of(bucket, scope, first).await? > time_ms {
       continue;
@@ -104,7 +86,7 @@ async fn point(
   txid: u64,
 ) -> Result<Option<BucketPoint>, String> {
   let keys = keys(bucket, scope).await?;
-  let c = chain(&keys, epoch);
+  let c = cellhost_logic::restore::history(&keys, epoch);
   let Some(k) = c.get((txid as usize).wrapping_sub(1)) else {
     return Ok(None);
   };
@@ -124,15 +106,7 @@ async fn image(bucket: &Bucket, scope: &str, epoch: u64, txid: u64) -> Result<Ve
       "restoring {scope}: the bucket holds no state {txid} of epoch {epoch}"
     ));
   };
-  let mut files = Vec::new();
-  for k in &c {
-    let key = k.object_key(scope);
-    let (bytes, _) = (bucket.get(&key).await)
-      .map_err(|e| format!("restoring {scope}: {e}"))?
-      .ok_or_else(|| format!("restoring {scope}: {key} vanished"))?;
-    files.push(cellhost_ltx::decode(&bytes).map_err(|e| format!("restoring {scope}: {key}: {e}"))?);
-  }
-  cellhost_ltx::apply(&files).map_err(|e| format!("restoring {scope}: {e}"))
+  crate::own::apply_chain(bucket, scope, &c).await
 }
 
 impl Fleet {
@@ -167,24 +141,5 @@ impl Fleet {
     self
       .spawn(async move { image(&bucket, &scope, epoch, txid).await })
       .await
-  }
-}
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn a_chain_stops_at_its_first_gap() {
-    let keys = [
-      LtxKey::l0(2, 1),
-      LtxKey::l0(2, 2),
-      LtxKey::l0(2, 4),
-      LtxKey::l0(3, 2),
-      LtxKey::l0(1, 1),
-    ];
-    assert_eq!(chain(&keys, 2), vec![LtxKey::l0(2, 1), LtxKey::l0(2, 2)]);
-    assert_eq!(chain(&keys, 3), vec![], "no snapshot, no chain");
-    assert_eq!(chain(&keys, 1), vec![LtxKey::l0(1, 1)]);
   }
 }

@@ -163,6 +163,25 @@ pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
   Some(Chain { epoch, keys: chain })
 }
 
+/// Epoch `epoch`'s history, one state per object: its level-0 objects of
+/// one commit each, from TXID 1 while contiguous (what point-in-time
+/// bookmarks name and search by commit time).
+pub fn history(keys: &[LtxKey], epoch: u64) -> Vec<LtxKey> {
+  let mut own: Vec<LtxKey> = (keys.iter())
+    .filter(|k| k.epoch == epoch && k.level == 0 && k.min_txid == k.max_txid)
+    .copied()
+    .collect();
+  own.sort();
+  let mut out: Vec<LtxKey> = Vec::new();
+  for k in own {
+    if k.min_txid != out.len() as u64 + 1 {
+      break;
+    }
+    out.push(k);
+  }
+  out
+}
+
 /// The objects that rebuild state `txid` of `epoch` (a point-in-time
 /// restore): the furthest-reaching snapshot that does not pass `txid`,
 /// then one level-0 object per commit up to `txid`. `None` when the
@@ -182,6 +201,24 @@ pub fn chain_to(keys: &[LtxKey], epoch: u64, txid: u64) -> Option<Vec<LtxKey>> {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn history_is_the_contiguous_level_0_run_from_one() {
+    let mut keys: Vec<LtxKey> = [1, 2, 3, 5].iter().map(|&t| LtxKey::l0(2, t)).collect();
+    keys.extend([
+      LtxKey::l0(1, 4),
+      LtxKey {
+        epoch: 2,
+        level: crate::compact::SNAPSHOT_LEVEL,
+        min_txid: 1,
+        max_txid: 3,
+      },
+    ]);
+    let h: Vec<u64> = history(&keys, 2).iter().map(|k| k.max_txid).collect();
+    assert_eq!(h, [1, 2, 3], "to the first gap; snapshots are not states");
+    assert!(history(&keys, 1).is_empty(), "no TXID 1");
+    assert!(history(&keys, 3).is_empty(), "no such epoch");
+  }
 
   #[test]
   fn a_point_in_time_starts_from_the_snapshot_below_it() {
