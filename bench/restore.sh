@@ -50,18 +50,20 @@ restore() { # variant run
   local got; got=$(curl -s "http://127.0.0.1:$port/?name=r")
   local took=$(( $(ms) - t ))
   [ "$got" = "$value" ] || { echo "restored $got, not $value" >&2; exit 1; }
-  local objects
-  objects=$(grep '"cell.acquired"' "$out/r$1$2.log" | sed -E 's/.*"restored_objects":([0-9]+).*/\1/')
+  local acquired objects listed
+  acquired=$(grep '"cell.acquired"' "$out/r$1$2.log")
+  objects=$(sed -E 's/.*"restored_objects":([0-9]+).*/\1/' <<< "$acquired")
+  listed=$(sed -E 's/.*"listed_keys":([0-9]+).*/\1/' <<< "$acquired")
   kill -TERM "$p"; wait "$p" 2>/dev/null || true
   rm -rf "$dir" "$out/data-r$1$2"
-  echo "$took $objects"
+  echo "$took $objects $listed"
 }
 for variant in "" "-without"; do
   total=0
   for i in $(seq "$runs"); do
-    read -r took objects < <(restore "$variant" "$i")
+    read -r took objects listed < <(restore "$variant" "$i")
     total=$((total + took))
-    echo "restore ${variant:-with snapshots}: $took ms ($objects objects)"
+    echo "restore ${variant:-with snapshots}: $took ms ($objects objects read, $listed keys listed)"
   done
   echo "${variant:-with} mean: $((total / runs)) ms" >> "$out/means"
 done
