@@ -413,7 +413,16 @@ impl Fleet {
         min_txid: 1,
         max_txid: u.txid,
       };
-      let r = bucket.put(&key.object_key(&u.scope), u.bytes).await;
+      let object = key.object_key(&u.scope);
+      let r = bucket.put(&object, u.bytes).await;
+      if r.is_ok() {
+        // Where the next restore starts listing snapshots (best effort: a
+        // stale hint only lists more).
+        let hint = cellhost_logic::restore::snapshot_hint_key(&u.scope);
+        if let Err(e) = bucket.put(&hint, object.into_bytes()).await {
+          tracing::warn!("{}: snapshot hint not written: {e}", u.scope);
+        }
+      }
       match &r {
         Ok(_) => events::snapshot(&node, &u.scope, u.epoch, u.txid, size),
         Err(e) => tracing::warn!(

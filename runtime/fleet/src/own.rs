@@ -55,6 +55,11 @@ async fn list_for_restore(
   let mut listed = 0;
   loop {
     step = match step {
+      ListStep::Hint { key } => {
+        // Only a shortcut: unreadable is the same as absent.
+        let hint = bucket.get(&key).await.ok().flatten();
+        listing.on_hint(hint.as_ref().and_then(|(b, _)| std::str::from_utf8(b).ok()))
+      }
       ListStep::Dirs { prefix } => {
         let names = bucket.list_dirs(&prefix).await.map_err(store_err)?;
         listing.on_dirs(&names)

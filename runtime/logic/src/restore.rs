@@ -20,7 +20,7 @@
 use std::fmt;
 
 pub mod listing;
-pub use listing::{ListStep, RestoreListing, gather};
+pub use listing::{ListStep, RestoreListing, gather, snapshot_hint_key};
 
 /// One LTX object of a cell, as named in the bucket:
 /// `cells/<scope>/ltx/e<epoch>/<level %04x>/<min %016x>-<max %016x>.ltx`.

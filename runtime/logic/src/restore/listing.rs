@@ -6,6 +6,13 @@
 //! the furthest-reaching chain start found there, by a start-after listing.
 //! It stops at the first epoch that holds a chain start.
 //!
+//! A cell's snapshot hint (`cells/<scope>/snapshot-hint`, the key of the
+//! newest snapshot its owner uploaded, written after the snapshot) lets the
+//! snapshot level be listed from that snapshot on, so a restore lists
+//! O(recent) keys, not one per snapshot the epoch ever took. A hint is only
+//! a starting point: a stale one lists a little more, a missing or foreign
+//! one is ignored.
+//!
 //! The keys it gathers give [`restore_chain`](super::restore_chain) and
 //! [`newest_epoch`](super::newest_epoch) the answers the whole listing
 //! gives: older epochs are never restored while a newer one can start a
@@ -18,9 +25,17 @@
 
 use super::{LtxKey, ltx_prefix, parse_dec, parse_hex};
 
+/// Where a cell's snapshot hint lives.
+pub fn snapshot_hint_key(scope: &str) -> String {
+  format!("cells/{scope}/snapshot-hint")
+}
+
 /// The next listing to perform, or the keys gathered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListStep {
+  /// Read the object at `key` (the snapshot hint); its text, or `None` when
+  /// absent, goes to `on_hint`.
+  Hint { key: String },
   /// The names of the "directories" directly under `prefix` (a delimiter
   /// listing: `e7` for `<prefix>e7/…`), in any order.
   Dirs { prefix: String },
@@ -42,6 +57,7 @@ pub struct RestoreListing {
   /// The epoch being listed and its levels still to list (popped).
   current: Option<(u64, Vec<u32>)>,
   keys: Vec<LtxKey>,
+  hint: Option<LtxKey>,
 }
 
 impl RestoreListing {
@@ -51,11 +67,23 @@ impl RestoreListing {
       epochs: Vec::new(),
       current: None,
       keys: Vec::new(),
+      hint: None,
     };
-    let step = ListStep::Dirs {
-      prefix: ltx_prefix(scope),
+    let step = ListStep::Hint {
+      key: snapshot_hint_key(scope),
     };
     (me, step)
+  }
+
+  /// The answer to [`ListStep::Hint`] (a failed read is `None`: the hint
+  /// is only a shortcut).
+  pub fn on_hint(&mut self, text: Option<&str>) -> ListStep {
+    self.hint = text
+      .and_then(|t| LtxKey::parse(&self.scope, t.trim()))
+      .filter(|k| k.level > 0 && k.min_txid == 1);
+    ListStep::Dirs {
+      prefix: ltx_prefix(&self.scope),
+    }
   }
 
   /// The answer to a [`ListStep::Dirs`].
@@ -119,11 +147,15 @@ impl RestoreListing {
       Some(level) => {
         let prefix = format!("{}e{epoch}/{level:04x}/", ltx_prefix(&self.scope));
         // Level 0 comes last: start after what the furthest chain start
-        // found above it covers.
-        let after = (level == 0)
-          .then(starts)
-          .flatten()
-          .map(|max| format!("{prefix}{max:016x}-{:016x}.ltx", u64::MAX));
+        // found above it covers. The hinted level starts at the hinted
+        // snapshot (those before it reach less far).
+        let after = if level == 0 {
+          starts().map(|max| format!("{prefix}{max:016x}-{:016x}.ltx", u64::MAX))
+        } else {
+          (self.hint)
+            .filter(|h| h.epoch == epoch && h.level == level && h.max_txid > 1)
+            .map(|h| format!("{prefix}{:016x}-{:016x}.ltx", 1, h.max_txid - 1))
+        };
         ListStep::Keys { prefix, after }
       }
       None if starts().is_some() => ListStep::Done(std::mem::take(&mut self.keys)),
@@ -133,15 +165,17 @@ impl RestoreListing {
 }
 
 /// Runs the listing against a bucket holding exactly `keys` (seen at one
-/// instant): what a restore would gather, and how many keys its listings
-/// returned. The simulator's restores go through it.
-pub fn gather(scope: &str, keys: &[LtxKey]) -> (Vec<LtxKey>, usize) {
+/// instant) and the snapshot hint `hint`: what a restore would gather, and
+/// how many keys its listings returned. The simulator's restores go
+/// through it.
+pub fn gather(scope: &str, keys: &[LtxKey], hint: Option<LtxKey>) -> (Vec<LtxKey>, usize) {
   let bucket: std::collections::BTreeSet<String> =
     keys.iter().map(|k| k.object_key(scope)).collect();
   let (mut l, mut step) = RestoreListing::new(scope);
   let mut listed = 0;
   loop {
     step = match step {
+      ListStep::Hint { .. } => l.on_hint(hint.map(|h| h.object_key(scope)).as_deref()),
       ListStep::Dirs { prefix } => {
         let mut names: Vec<String> = (bucket.iter())
           .filter_map(|k| Some(k.strip_prefix(&prefix)?.split_once('/')?.0.to_string()))
@@ -184,11 +218,19 @@ mod tests {
     keys.extend((1..=50).map(|t| LtxKey::l0(2, t)));
     // A stale owner's tail above a gap in a newer epoch.
     keys.extend([LtxKey::l0(4, 7)]);
-    let (got, listed) = gather("C:a", &keys);
+    let (got, listed) = gather("C:a", &keys, None);
     assert_eq!(listed, 2 + 10 + 1);
     assert_eq!(restore_chain(&got), restore_chain(&keys));
     assert_eq!(restore_chain(&got).unwrap().keys.len(), 11);
     assert_eq!(newest_epoch(&got), Some(4));
+    // With the hint, the older snapshot is not listed.
+    let (hinted, listed) = gather("C:a", &keys, Some(snap(3, 9_990)));
+    assert_eq!(listed, 1 + 10 + 1);
+    assert_eq!(restore_chain(&hinted), restore_chain(&keys));
+    // A stale hint lists from the older snapshot on; a foreign one is
+    // ignored.
+    assert_eq!(gather("C:a", &keys, Some(snap(3, 4_000))).1, 2 + 10 + 1);
+    assert_eq!(gather("C:a", &keys, Some(snap(1, 7))).1, 2 + 10 + 1);
   }
 
   /// Any bucket: the gathered keys decide as the whole listing does.
@@ -215,8 +257,17 @@ mod tests {
           keys.push(snap(epoch, next(45) + 1));
         }
       }
-      let (got, _) = gather("C:a", &keys);
-      assert_eq!(restore_chain(&got), restore_chain(&keys), "{keys:?}");
+      // Any snapshot present may be the hint (the newest, or a stale one),
+      // or none.
+      let snaps: Vec<LtxKey> = keys.iter().filter(|k| k.level > 0).copied().collect();
+      let hint =
+        (!snaps.is_empty() && next(4) != 0).then(|| snaps[next(snaps.len() as u64) as usize]);
+      let (got, _) = gather("C:a", &keys, hint);
+      assert_eq!(
+        restore_chain(&got),
+        restore_chain(&keys),
+        "{keys:?} {hint:?}"
+      );
       assert_eq!(newest_epoch(&got), newest_epoch(&keys), "{keys:?}");
     }
   }
@@ -224,6 +275,10 @@ mod tests {
   #[test]
   fn foreign_names_are_skipped() {
     let mut l = RestoreListing::new("C:a").0;
+    l.on_hint(Some(
+      "cells/C:b/ltx/e1/0009/0000000000000001-0000000000000009.ltx",
+    ));
+    assert_eq!(l.hint, None, "another cell's snapshot");
     let step = l.on_dirs(&["e1".into(), "e07".into(), "seal.json".into()]);
     assert_eq!(
       step,

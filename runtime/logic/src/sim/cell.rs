@@ -130,6 +130,9 @@ impl World {
     let local = self.local(n);
     let flaw = self.flaw;
     let scope = self.scopes[c].clone();
+    // The hint as the shell reads it before listing: never newer than the
+    // listing (a hint naming what the listing lacks was written after it).
+    let hint = self.store.snapshot_hints.get(&c).copied();
     let node = &mut self.nodes[n];
     let name = &node.name;
     let Slot::Acquiring(a) = &mut node.cells[c] else {
@@ -161,7 +164,8 @@ impl World {
           .as_ref()
           .map(|l| l.iter().map(|(k, _)| *k).collect())
           .unwrap_or_default();
-        let keys = restore::gather(&scope, &all).0;
+        let hint = hint.filter(|h| all.contains(h));
+        let keys = restore::gather(&scope, &all, hint).0;
         match (a.reuse.take(), l) {
           (Some((epoch, token)), Ok(l)) => {
             a.listing = Some(l);

@@ -204,6 +204,9 @@ pub struct Store {
   pub ltx: BTreeMap<(usize, u64, u64), LtxObj>,
   /// Snapshots: (cell, epoch, max TXID).
   pub snapshots: BTreeMap<(usize, u64, u64), LtxObj>,
+  /// Each cell's snapshot hint: the newest snapshot uploaded (written with
+  /// it here; the shell writes it just after).
+  pub snapshot_hints: BTreeMap<usize, LtxKey>,
   waker: Option<(WakerRecord, Token)>,
   /// Per cell: the due time of its wake hint (set by the world: publishing
   /// a hint is the runtime's job, not a decision of this crate).
@@ -279,10 +282,19 @@ impl Store {
         epoch,
         max,
         content,
-      } => (
-        self.put_object(true, (*cell, *epoch, *max), content, writer),
-        None,
-      ),
+      } => {
+        let key = LtxKey {
+          epoch: *epoch,
+          level: crate::compact::SNAPSHOT_LEVEL,
+          min_txid: 1,
+          max_txid: *max,
+        };
+        self.snapshot_hints.insert(*cell, key);
+        (
+          self.put_object(true, (*cell, *epoch, *max), content, writer),
+          None,
+        )
+      }
       Op::ListLtx(c) => (Answer::List(Ok(self.list(*c))), None),
       Op::DeleteEpochs(c, epochs) => {
         let gone = |&(cell, e, _): &(usize, u64, u64)| cell == *c && epochs.contains(&e);
