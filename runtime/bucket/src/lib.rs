@@ -349,12 +349,7 @@ impl Bucket {
   /// (a restore lists a cell's whole history).
   pub async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
     let keys = self.store.list_keys(&self.list_prefix(prefix)?).await?;
-    let mut out: Vec<String> = (keys.iter())
-      .map(|k| self.relative(k))
-      .filter(|k| !k.is_empty())
-      .collect();
-    out.sort();
-    Ok(out)
+    Ok(self.relative_sorted(keys))
   }
 
   /// `list_keys`, only the keys greater than the key `after`.
@@ -362,12 +357,17 @@ impl Bucket {
     let keys = (self.store)
       .list_keys_after(&self.list_prefix(prefix)?, &self.full(after)?)
       .await?;
+    Ok(self.relative_sorted(keys))
+  }
+
+  /// Store keys as the caller names them, sorted.
+  fn relative_sorted(&self, keys: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = (keys.iter())
       .map(|k| self.relative(k))
       .filter(|k| !k.is_empty())
       .collect();
     out.sort();
-    Ok(out)
+    out
   }
 
   /// The names of the "directories" directly under `prefix` (`e7` for

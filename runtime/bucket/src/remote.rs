@@ -323,14 +323,6 @@ impl Store for Remote {
     })
   }
 
-  fn list_keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-    Box::pin(async move {
-      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
-      let metas: Vec<_> = (self.store.list(p.as_ref()).try_collect().await).map_err(store_err)?;
-      Ok(metas.into_iter().map(|m| m.location.to_string()).collect())
-    })
-  }
-
   fn list_keys_after<'a>(
     &'a self,
     prefix: &'a str,
