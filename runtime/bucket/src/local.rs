@@ -379,14 +379,26 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 const PANICKED: &str = "directory bucket worker panicked";
 
-impl Store for LocalDir {
-  fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<(Bytes, Version)>>> {
-    let (me, key) = (self.clone(), key.to_string());
+impl LocalDir {
+  /// One file-system operation on the blocking pool, its I/O error as the
+  /// bucket's.
+  fn run_io<'a, T: Send + 'static>(
+    &self,
+    f: impl FnOnce(&LocalDir) -> io::Result<T> + Send + 'static,
+  ) -> BoxFuture<'a, Result<T>> {
+    let me = self.clone();
     Box::pin(async move {
-      blocking(move || me.do_get(&key).map_err(io_err))
+      blocking(move || f(&me).map_err(io_err))
         .await
         .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
     })
+  }
+}
+
+impl Store for LocalDir {
+  fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<(Bytes, Version)>>> {
+    let key = key.to_string();
+    self.run_io(move |me| me.do_get(&key))
   }
 
   fn get_range<'a>(&'a self, key: &'a str, range: ByteRange) -> BoxFuture<'a, Result<Bytes>> {
@@ -399,12 +411,8 @@ impl Store for LocalDir {
   }
 
   fn put<'a>(&'a self, key: &'a str, data: Bytes) -> BoxFuture<'a, Result<Version>> {
-    let (me, key) = (self.clone(), key.to_string());
-    Box::pin(async move {
-      blocking(move || me.do_put(&key, &data).map_err(io_err))
-        .await
-        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
-    })
+    let key = key.to_string();
+    self.run_io(move |me| me.do_put(&key, &data))
   }
 
   fn create<'a>(&'a self, key: &'a str, data: Bytes) -> BoxFuture<'a, WriteOutcome> {
@@ -431,39 +439,23 @@ impl Store for LocalDir {
   }
 
   fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<()>> {
-    let (me, key) = (self.clone(), key.to_string());
-    Box::pin(async move {
-      blocking(move || me.do_delete(&key).map_err(io_err))
-        .await
-        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
-    })
+    let key = key.to_string();
+    self.run_io(move |me| me.do_delete(&key))
   }
 
   fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<ObjectInfo>>> {
-    let (me, prefix) = (self.clone(), prefix.to_string());
-    Box::pin(async move {
-      blocking(move || me.do_list(&prefix).map_err(io_err))
-        .await
-        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
-    })
+    let prefix = prefix.to_string();
+    self.run_io(move |me| me.do_list(&prefix))
   }
 
   fn list_keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-    let (me, prefix) = (self.clone(), prefix.to_string());
-    Box::pin(async move {
-      blocking(move || me.do_list_keys(&prefix).map_err(io_err))
-        .await
-        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
-    })
+    let prefix = prefix.to_string();
+    self.run_io(move |me| me.do_list_keys(&prefix))
   }
 
   fn list_dirs<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-    let (me, prefix) = (self.clone(), prefix.to_string());
-    Box::pin(async move {
-      blocking(move || me.do_list_dirs(&prefix).map_err(io_err))
-        .await
-        .unwrap_or_else(|| Err(Error::Store(PANICKED.into())))
-    })
+    let prefix = prefix.to_string();
+    self.run_io(move |me| me.do_list_dirs(&prefix))
   }
 
   fn describe(&self) -> String {

@@ -186,6 +186,11 @@ fn path(key: &str) -> Result<Path> {
   Path::parse(key).map_err(|e| Error::InvalidKey(e.to_string()))
 }
 
+/// A listing's prefix: none for the whole store.
+fn prefix_path(prefix: &str) -> Result<Option<Path>> {
+  (!prefix.is_empty()).then(|| path(prefix)).transpose()
+}
+
 fn store_err(e: object_store::Error) -> Error {
   match e {
     object_store::Error::NotFound { path, .. } => Error::NotFound(path),
@@ -296,11 +301,7 @@ impl Store for Remote {
 
   fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<ObjectInfo>>> {
     Box::pin(async move {
-      let p = if prefix.is_empty() {
-        None
-      } else {
-        Some(path(prefix)?)
-      };
+      let p = prefix_path(prefix)?;
       let metas: Vec<_> = self
         .store
         .list(p.as_ref())
@@ -329,7 +330,7 @@ impl Store for Remote {
     after: &'a str,
   ) -> BoxFuture<'a, Result<Vec<String>>> {
     Box::pin(async move {
-      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
+      let p = prefix_path(prefix)?;
       let metas: Vec<_> = (self.store)
         .list_with_offset(p.as_ref(), &path(after)?)
         .try_collect()
@@ -341,7 +342,7 @@ impl Store for Remote {
 
   fn list_dirs<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
     Box::pin(async move {
-      let p = (!prefix.is_empty()).then(|| path(prefix)).transpose()?;
+      let p = prefix_path(prefix)?;
       let r = (self.store.list_with_delimiter(p.as_ref()).await).map_err(store_err)?;
       Ok(
         (r.common_prefixes.iter())

@@ -299,7 +299,6 @@ impl Cursor {
         self.stmt = None;
       }
       Err(e) => {
-        self.end = Some(st.counts());
         self.stmt = None;
         self.failed = Some(e);
       }
