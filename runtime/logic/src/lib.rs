@@ -11,6 +11,8 @@
 //!   the self-fence deadline `expires_ms - margin`, and the fence reasons.
 //! * [`ack`]: the acknowledgement rule: upload, *then* re-read `own.json`,
 //!   then acknowledge only while the lease deadline has not passed.
+//! * [`ensemble`]: the fleet proof (followers fsync each batch to their node
+//!   logs), the node-log session record, and the takeover recovery gate.
 //! * [`restore`]: "the bucket wins": which LTX chain a new owner restores.
 //! * [`alarm`]: the alarm retry schedule.
 //! * [`wake`]: the fleet's wake index (hints under `wake/entries/`) and the
@@ -26,6 +28,7 @@
 pub mod ack;
 pub mod alarm;
 pub mod compact;
+pub mod ensemble;
 pub mod gc;
 pub mod handover;
 pub mod lease;

@@ -77,6 +77,7 @@
 mod cell;
 pub mod check;
 pub mod clock;
+pub mod ensemble;
 mod faults;
 mod gc;
 pub mod handover;
