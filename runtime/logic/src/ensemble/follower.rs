@@ -160,6 +160,11 @@ impl<E: Clone> SessionLog<E> {
     self.sealed
   }
 
+  /// The contiguous end held of log epoch `epoch`.
+  pub fn through(&self, epoch: u32) -> u64 {
+    self.epochs.get(&epoch).map_or(0, |l| l.through)
+  }
+
   /// Decides an append; on `Stored` the caller makes the batch durable
   /// before it answers.
   pub fn append(&mut self, b: Batch<E>) -> AppendAnswer {
