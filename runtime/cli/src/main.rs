@@ -165,6 +165,13 @@ struct RunArgs {
   /// no further than this.
   #[arg(long, default_value_t = 0, requires = "bucket")]
   ltx_retention_secs: u64,
+  /// How a fleet node proves a write durable before acknowledging it:
+  /// `fleet` (one or two other live nodes fsync it to their node logs; the
+  /// bucket upload follows in the background) or `bucket` (upload, then
+  /// re-read the ownership record). A node with no other live node uses
+  /// the bucket proof either way.
+  #[arg(long, default_value = "fleet", requires = "bucket")]
+  durability: cellhost_fleet::DurabilityMode,
   /// Where the Worker's outbound connections (fetch, WebSocket clients) may
   /// go: `all` (as `wrangler dev`), `public` (no loopback, private,
   /// link-local or metadata addresses, checked after DNS and on every
@@ -385,8 +392,23 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
       })?;
       let bound = internal.local_addr()?;
       let address = args.advertise.clone().unwrap_or_else(|| bound.to_string());
-      let fleet = cellhost_fleet::Fleet::start(bucket, node, &address, cfg, args.wake_poll_ms)
-        .map_err(anyhow::Error::msg)?;
+      let fleet = cellhost_fleet::Fleet::start(
+        bucket,
+        node,
+        &address,
+        cfg,
+        args.wake_poll_ms,
+        args.durability,
+        // The node log's identity, in the lease: a node restarted without
+        // its disk is a new follower, not an empty old one.
+        &cellhost_nodelog::log_id(&args.data.join("nodelog")).map_err(|e| {
+          anyhow::anyhow!(
+            "the node log in {}: {e}",
+            args.data.join("nodelog").display()
+          )
+        })?,
+      )
+      .map_err(anyhow::Error::msg)?;
       if args.ltx_retention_secs > 0 {
         (fleet.collect_epochs(args.ltx_retention_secs.saturating_mul(1000)))
           .map_err(anyhow::Error::msg)?;

@@ -54,13 +54,24 @@ mod tests {
       version: None,
     };
     assert_eq!(version(&token(&v)), v);
-    let r = OwnRecord::owned("n1", 7);
-    assert_eq!(parse_own(own_json(&r).as_bytes()).unwrap(), r);
+    for r in [
+      OwnRecord::owned("n1", 7),
+      OwnRecord::owned("n1", 7).in_session("s-1"),
+    ] {
+      assert_eq!(parse_own(own_json(&r).as_bytes()).unwrap(), r);
+    }
+    use cellhost_logic::ensemble::record::{LogRecord, LogState};
+    let mut log = LogRecord::open("n1", "s-1").with_epoch(vec!["n2".into(), "n3".into()]);
+    assert_eq!(parse_log(log_json(&log).as_bytes()).unwrap(), log);
+    log.state = LogState::Recovering { by: "n2".into() };
+    assert_eq!(parse_log(log_json(&log).as_bytes()).unwrap(), log);
+    assert!(parse_log(br#"{"node":"n1","session":"s","state":"odd","epochs":[]}"#).is_err());
     let l = NodeLease {
       node: "n1".into(),
       expires_ms: 5,
       address: "127.0.0.1:1".into(),
       load: 2,
+      log: "0a1b".into(),
     };
     assert_eq!(parse_lease(lease_json(&l).as_bytes()).unwrap(), l);
     for name in [None, Some("room \"1\"".to_string())] {
@@ -183,7 +194,7 @@ mod tests {
         let as_value: Value = serde_json::from_str(&own_json(&own)).unwrap();
         prop_assert_eq!(as_value, serde_json::json!({ "node": node, "epoch": a }));
         prop_assert_eq!(parse_own(own_json(&own).as_bytes()).unwrap(), own);
-        let lease = NodeLease { node: node.clone(), expires_ms: a, address, load };
+        let lease = NodeLease { node: node.clone(), expires_ms: a, address, load, log: format!("{b:x}") };
         prop_assert_eq!(parse_lease(lease_json(&lease).as_bytes()).unwrap(), lease);
         let hint = Hint { at_ms: b, name };
         prop_assert_eq!(parse_hint(hint_json(&hint).as_bytes()).unwrap(), hint);

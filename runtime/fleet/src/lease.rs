@@ -88,14 +88,16 @@ pub fn spawn(
   bucket: Bucket,
   node: &str,
   address: &str,
+  log: &str,
   cfg: LeaseConfig,
   state: Arc<LeaseState>,
 ) -> oneshot::Receiver<Result<(), String>> {
   let (tx, rx) = oneshot::channel();
-  let (node, address) = (node.to_string(), address.to_string());
+  let (node, address, log) = (node.to_string(), address.to_string(), log.to_string());
   rt.spawn(async move {
     let key = lease_key(&node);
     let (mut k, mut step) = LeaseKeeper::start(cfg, &node, &address, 1);
+    k.set_log(&log);
     k.set_jitter_seed(crate::jitter_seed());
     let mut first = Some(tx);
     loop {
@@ -247,7 +249,16 @@ mod tests {
       ttl_ms: 6_000,
       margin_ms: 1_500,
     };
-    let fleet = Fleet::start(bucket.clone(), "n1", "127.0.0.1:1", cfg, 1_000).unwrap();
+    let fleet = Fleet::start(
+      bucket.clone(),
+      "n1",
+      "127.0.0.1:1",
+      cfg,
+      1_000,
+      crate::DurabilityMode::Bucket,
+      "",
+    )
+    .unwrap();
     let expiry = || {
       let r = fleet.rt.block_on(crate::own::read_lease(&bucket, "n1"));
       r.unwrap().unwrap().0.expires_ms

@@ -17,6 +17,7 @@
 //! * [`Fleet::shutdown`]: release every owned cell, then retire the lease.
 
 mod codec;
+mod ensemble;
 mod events;
 mod facets;
 mod gc;
@@ -34,10 +35,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use cellhost_bucket::{Bucket, BucketOptions};
 use cellhost_logic::Token;
+pub use cellhost_logic::ensemble::owner::Durability;
 pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 use cellhost_logic::restore::LtxKey;
 pub use cellhost_logic::wake::Hint;
+pub use ensemble::{BoxFuture, DurabilityMode, Entry, LogTransport, decode_entry, encode_entry};
 pub use events::{Recent, recent};
 pub use own::{read_lease, read_own};
 pub use pitr::BucketPoint;
@@ -75,6 +78,7 @@ impl std::fmt::Display for ActivateError {
 }
 
 /// One LTX object of a group commit.
+#[derive(Clone)]
 pub struct Upload {
   pub scope: String,
   pub epoch: u64,
@@ -98,6 +102,9 @@ pub struct Fleet {
   routes: route::Routes,
   /// SIGTERM: no more cells are taken; the node hands its own over.
   draining: std::sync::atomic::AtomicBool,
+  /// This process's node-log session (named in the records it writes).
+  session: String,
+  ens: Arc<ensemble::Ensemble>,
 }
 
 type Owned = Mutex<HashMap<String, (u64, Token)>>;
@@ -146,6 +153,8 @@ impl Fleet {
     address: &str,
     cfg: LeaseConfig,
     wake_poll_ms: u64,
+    durability: DurabilityMode,
+    log_id: &str,
   ) -> Result<Arc<Fleet>, String> {
     if wake_poll_ms == 0 {
       return Err("the wake poll interval must be above 0 ms".into());
@@ -172,9 +181,30 @@ impl Fleet {
       Err(fault) => return Err(format!("{}: {fault}", bucket.describe())),
     }
     let lease = lease::LeaseState::new();
-    let first = lease::spawn(&rt, bucket.clone(), node, address, cfg, lease.clone());
+    let first = lease::spawn(
+      &rt,
+      bucket.clone(),
+      node,
+      address,
+      log_id,
+      cfg,
+      lease.clone(),
+    );
     rt.block_on(first)
       .map_err(|_| "the node lease task ended".to_string())??;
+    // Unique per process: the start time and a random part.
+    let session = format!("{:x}-{:08x}", now_ms(), jitter_seed() as u32);
+    let ens = ensemble::Ensemble::new(bucket.clone(), node, &session, durability);
+    if durability == DurabilityMode::Fleet {
+      // The followers to pick from: the live nodes, read every renewal.
+      let (b, e, every) = (bucket.clone(), ens.clone(), cfg.renew_every_ms());
+      rt.spawn(async move {
+        loop {
+          e.set_live(ensemble::live_nodes(&b, now_ms()).await);
+          tokio::time::sleep(std::time::Duration::from_millis(every)).await;
+        }
+      });
+    }
     Ok(Arc::new(Fleet {
       bucket,
       node: node.to_string(),
@@ -186,7 +216,29 @@ impl Fleet {
       margin_ms: cfg.margin_ms,
       routes: Default::default(),
       draining: Default::default(),
+      session: if durability == DurabilityMode::Fleet {
+        session
+      } else {
+        String::new()
+      },
+      ens,
     }))
+  }
+
+  /// How a node reaches its followers (the peer channel); without one,
+  /// every round takes the bucket proof.
+  pub fn set_log_transport(&self, t: Arc<dyn LogTransport>) {
+    self.ens.set_transport(t);
+  }
+
+  /// How this node proves writes durable now.
+  pub fn durability(&self) -> Durability {
+    self.ens.durability()
+  }
+
+  /// This process's node-log session (`""` with bucket durability).
+  pub fn session(&self) -> &str {
+    &self.session
   }
 
   pub fn node(&self) -> &str {
@@ -300,9 +352,15 @@ impl Fleet {
         .into(),
       );
     }
+    // The bucket wins at every activation: this session's own uploads of
+    // the cell land first.
+    let ens = self.ens.clone();
+    let s = scope.clone();
+    self.spawn(async move { ens.drained(&s).await }).await;
     let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
+    let (session, ens) = (self.session.clone(), self.ens.clone());
     let (acq, image, listed) = self
-      .spawn(async move { own::acquire(&bucket, &node, &s).await })
+      .spawn(async move { own::acquire(&bucket, &node, &s, &session, &ens).await })
       .await?;
     let restored = acq.restore.as_ref().map_or(0, |c| c.keys.len());
     events::acquired(
@@ -332,9 +390,18 @@ impl Fleet {
     }
     let epochs: Vec<(String, u64)> = uploads.iter().map(|u| (u.scope.clone(), u.epoch)).collect();
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
-    let mut failed = self
-      .spawn(async move { own::publish(&bucket, &node, uploads).await })
-      .await;
+    let mut failed = if self.ens.active() {
+      let ens = self.ens.clone();
+      self
+        .spawn(async move { ens.publish(uploads).await })
+        .await
+        .err()
+        .unwrap_or_default()
+    } else {
+      self
+        .spawn(async move { own::publish(&bucket, &node, uploads).await })
+        .await
+    };
     if !self.can_ack() {
       failed.push((String::new(), format!("node {} lost its lease", self.node)));
     }
@@ -444,10 +511,25 @@ impl Fleet {
     let (bucket, node) = (self.bucket.clone(), self.node.clone());
     let n = owned.len();
     let lease = self.lease.clone();
+    let ens = self.ens.clone();
     self.run_blocking(async move {
-      let jobs = owned
-        .into_iter()
-        .map(|(scope, (epoch, token))| own::release(&bucket, &node, scope, epoch, token));
+      // A cell is released only once its uploads landed; one whose
+      // uploads cannot land keeps its record, and the next owner recovers
+      // it from this session's followers.
+      let jobs = owned.into_iter().map(|(scope, (epoch, token))| {
+        let (bucket, node, ens) = (bucket.clone(), node.clone(), ens.clone());
+        async move {
+          let wait = std::time::Duration::from_secs(10);
+          if tokio::time::timeout(wait, ens.drained(&scope))
+            .await
+            .is_ok()
+          {
+            own::release(&bucket, &node, scope, epoch, token).await
+          } else {
+            tracing::warn!("{scope}: its uploads did not land; not released");
+          }
+        }
+      });
       futures::future::join_all(jobs).await;
       lease::retire(&lease).await;
     });

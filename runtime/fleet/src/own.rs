@@ -87,13 +87,16 @@ async fn pause(ms: u64) {
 /// Takes `scope` for `node`: the record with a new epoch, the database
 /// image of the newest chain (`None`: start empty), and how many keys the
 /// restore listed.
-pub async fn acquire(
+pub(crate) async fn acquire(
   bucket: &Bucket,
   node: &str,
   scope: &str,
+  session: &str,
+  ens: &crate::ensemble::Ensemble,
 ) -> Result<(Acquired, Option<Vec<u8>>, usize), crate::ActivateError> {
   let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
   acq.set_jitter_seed(crate::jitter_seed());
+  acq.set_session(session);
   let mut listed = 0;
   loop {
     // After a store failure or a lost race: a jittered pause, not a burst.
@@ -109,6 +112,15 @@ pub async fn acquire(
         let started = now_ms();
         let r = read_lease(bucket, &owner).await;
         acq.on_lease(r, started)
+      }
+      AcquireStep::Recover {
+        node: prior,
+        session: prior_session,
+      } => {
+        crate::ensemble::recover(bucket, ens.transport(), node, &prior, &prior_session)
+          .await
+          .map_err(|e| format!("{scope}: {e}"))?;
+        acq.on_recovered()
       }
       AcquireStep::ListLtx => {
         let keys = list_for_restore(bucket, scope).await;
@@ -195,6 +207,20 @@ pub async fn publish(bucket: &Bucket, node: &str, uploads: Vec<Upload>) -> Vec<(
       cells.push((u.scope.clone(), u.epoch));
     }
   }
+  failed.extend(check_owners(bucket, node, cells).await);
+  failed
+}
+
+/// The second half of the acknowledgement rule: one read of each cell's
+/// record, which must still name this node at the cell's epoch. Returns the
+/// cells that must not acknowledge, with the reason.
+pub async fn check_owners(
+  bucket: &Bucket,
+  node: &str,
+  cells: Vec<(String, u64)>,
+) -> Vec<(String, String)> {
+  let cell = |s: &str| format!("Durable Object {}", s.replace(':', "/"));
+  let mut failed = Vec::new();
   let reads = cells.iter().map(|(s, _)| read_own(bucket, s));
   let records = futures::future::join_all(reads).await;
   for ((scope, epoch), read) in cells.into_iter().zip(records) {

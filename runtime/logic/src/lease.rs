@@ -164,6 +164,10 @@ pub struct NodeLease {
   pub address: String,
   /// Placement weight; 0 means "never push cells here".
   pub load: u32,
+  /// The identity of the node's node log (its followers' copies): a node
+  /// restarted without its disk has a new one, so a recovery never takes
+  /// its empty log for a complete one. `""`: none.
+  pub log: String,
 }
 
 #[cfg(test)]
@@ -175,6 +179,7 @@ impl NodeLease {
       expires_ms,
       address: "10.0.0.1:9000".into(),
       load: 0,
+      log: String::new(),
     }
   }
 }
@@ -295,6 +300,7 @@ pub struct LeaseKeeper {
   node: String,
   address: String,
   load: u32,
+  log: String,
   /// The lease this node knows is in the bucket, with its version.
   held: Option<(NodeLease, Token)>,
   deadline_ms: u64,
@@ -319,6 +325,11 @@ pub struct LeaseKeeper {
 }
 
 impl LeaseKeeper {
+  /// Names the node's node log in the leases it writes.
+  pub fn set_log(&mut self, log: &str) {
+    self.log = log.to_string();
+  }
+
   /// A new process's lease; the first step reads the record a previous
   /// process of this node may have left.
   pub fn start(cfg: LeaseConfig, node: &str, address: &str, load: u32) -> (Self, LeaseStep) {
@@ -327,6 +338,7 @@ impl LeaseKeeper {
       node: node.to_string(),
       address: address.to_string(),
       load,
+      log: String::new(),
       held: None,
       deadline_ms: 0,
       next_renew_ms: 0,
@@ -732,6 +744,7 @@ impl LeaseKeeper {
       expires_ms,
       address: self.address.clone(),
       load: self.load,
+      log: self.log.clone(),
     }
   }
 }

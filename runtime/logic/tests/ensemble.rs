@@ -31,6 +31,7 @@ fn every_seed_keeps_every_acknowledged_write() {
     t.losses += s.losses;
     t.crashes += s.crashes;
     t.epoch_changes += s.epoch_changes;
+    t.wipes += s.wipes;
   }
   eprintln!("{} seeds: {t:?}", seeds());
   // The runs exercised what they check.
@@ -42,6 +43,10 @@ fn every_seed_keeps_every_acknowledged_write() {
   );
   assert!(
     t.torn > n / 20 && t.rotted > n / 20 && t.epoch_changes > n,
+    "{t:?}"
+  );
+  assert!(
+    t.wipes > n / 2 && t.losses > 0 && t.absent_fences > 0,
     "{t:?}"
   );
 }

@@ -18,13 +18,13 @@ mod wire;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use cellhost_logic::ensemble::follower::{
   AppendAnswer, Batch, Scanned, SessionLog, Tail, TailFormat,
 };
-pub use wire::{decode_tail, encode_tail};
+pub use wire::{decode_append, decode_tail, encode_append, encode_tail};
 
 /// One batch entry: opaque bytes (the owner's LTX object and its key).
 pub type Entry = Vec<u8>;
@@ -32,6 +32,8 @@ pub type Entry = Vec<u8>;
 const KIND_BATCH: u8 = 1;
 const KIND_PRUNE: u8 = 2;
 const HEADER: usize = 21;
+/// A session's file past this size, holding no batch, is rewritten.
+pub const REWRITE_BYTES: u64 = 1 << 20;
 
 pub(crate) const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
@@ -40,8 +42,32 @@ struct Session {
   log: SessionLog<Entry>,
 }
 
+/// The identity of the node log under `dir`, created on first use: random,
+/// so a node restarted without its disk has a new one.
+pub fn log_id(dir: &Path) -> io::Result<String> {
+  std::fs::create_dir_all(dir)?;
+  let path = dir.join("id");
+  match std::fs::read_to_string(&path) {
+    Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_string()),
+    Ok(_) => {}
+    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+    Err(e) => return Err(e),
+  }
+  let mut raw = [0u8; 8];
+  File::open("/dev/urandom")?.read_exact(&mut raw)?;
+  let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+  let tmp = dir.join("id.tmp");
+  let mut f = File::create(&tmp)?;
+  f.write_all(id.as_bytes())?;
+  f.sync_all()?;
+  std::fs::rename(&tmp, &path)?;
+  sync_dir(dir)?;
+  Ok(id)
+}
+
 /// The node log of one follower: every owner session it holds.
 pub struct NodeLog {
+  id: String,
   dir: PathBuf,
   sessions: BTreeMap<(String, String), Session>,
 }
@@ -72,7 +98,7 @@ impl NodeLog {
   /// directory that cannot be read fails the open (it is not evidence of
   /// anything; the caller retries).
   pub fn open(dir: &Path) -> io::Result<Self> {
-    std::fs::create_dir_all(dir)?;
+    let id = log_id(dir)?;
     let mut sessions = BTreeMap::new();
     for node in std::fs::read_dir(dir)? {
       let node = node?;
@@ -96,9 +122,15 @@ impl NodeLog {
       }
     }
     Ok(NodeLog {
+      id,
       dir: dir.to_path_buf(),
       sessions,
     })
+  }
+
+  /// This log's identity ([`log_id`]).
+  pub fn id(&self) -> &str {
+    &self.id
   }
 
   fn session(&mut self, node: &str, session: &str) -> io::Result<&mut Session> {
@@ -161,11 +193,29 @@ impl NodeLog {
   }
 
   /// The owner has the batches of `epoch` up to `through` in the bucket.
+  /// Once the session holds no batch and its file passed [`REWRITE_BYTES`],
+  /// the file is rewritten as its prune marks alone.
   pub fn prune(&mut self, node: &str, session: &str, epoch: u32, through: u64) -> io::Result<()> {
+    let dir = self.dir.join(checked(node)?).join(checked(session)?);
     let s = self.session(node, session)?;
     s.file
       .write_all(&encode_record(KIND_PRUNE, epoch, through, &[]))?;
     s.log.prune(epoch, through);
+    if s.file.metadata()?.len() > REWRITE_BYTES
+      && let Ok(Tail::Ranged { epochs, .. }) = s.log.tail(TailFormat::Ranged)
+      && epochs.iter().all(|e| e.batches.is_empty() && e.certified)
+    {
+      let marks: Vec<u8> = (epochs.iter())
+        .flat_map(|e| encode_record(KIND_PRUNE, e.epoch, e.through, &[]))
+        .collect();
+      let tmp = dir.join("log.tmp");
+      let mut f = File::create(&tmp)?;
+      f.write_all(&marks)?;
+      f.sync_all()?;
+      std::fs::rename(&tmp, dir.join("log"))?;
+      sync_dir(&dir)?;
+      s.file = OpenOptions::new().append(true).open(dir.join("log"))?;
+    }
     Ok(())
   }
 

@@ -66,6 +66,20 @@ fn batches_seal_and_prunes_survive_a_restart() {
     l.append("../x", "s", b(1, 1)).is_err(),
     "names are path components"
   );
+  let id = l.id().to_string();
+  assert_eq!(id.len(), 16);
+  drop(l);
+  assert_eq!(
+    NodeLog::open(&d).unwrap().id(),
+    id,
+    "the identity stays with the disk"
+  );
+  std::fs::remove_dir_all(&d).unwrap();
+  assert_ne!(
+    NodeLog::open(&d).unwrap().id(),
+    id,
+    "a wiped disk is a new log"
+  );
 }
 
 #[test]
@@ -120,6 +134,39 @@ fn a_torn_batch_or_a_damaged_one_is_evidence() {
 }
 
 #[test]
+fn a_drained_log_is_rewritten_as_its_prune_marks() {
+  let d = tmp();
+  let mut l = NodeLog::open(&d).unwrap();
+  let big = |seq| Batch {
+    epoch: 1,
+    seq,
+    entries: vec![vec![7; 300 << 10]],
+  };
+  for s in 1..=4 {
+    l.append("n1", "s1", big(s)).unwrap();
+  }
+  l.prune("n1", "s1", 1, 3).unwrap();
+  let path = d.join("n1/s1/log");
+  assert!(
+    std::fs::metadata(&path).unwrap().len() > REWRITE_BYTES,
+    "batch 4 is still held"
+  );
+  l.prune("n1", "s1", 1, 4).unwrap();
+  assert!(std::fs::metadata(&path).unwrap().len() < 100);
+  assert_eq!(
+    l.append("n1", "s1", b(1, 5)).unwrap(),
+    AppendAnswer::Stored { through: 5 }
+  );
+  drop(l);
+  let mut l = NodeLog::open(&d).unwrap();
+  let (epochs, _) = ranged(l.tail("n1", "s1", TailFormat::Ranged).unwrap());
+  assert_eq!(
+    (epochs[0].pruned, epochs[0].through, epochs[0].certified),
+    (4, 5, true)
+  );
+}
+
+#[test]
 fn tails_round_trip_in_both_formats() {
   let d = tmp();
   let mut l = NodeLog::open(&d).unwrap();
@@ -130,6 +177,12 @@ fn tails_round_trip_in_both_formats() {
     assert_eq!(decode_tail(&encode_tail(&t)).unwrap(), t);
   }
   assert!(decode_tail(b"CLT3").is_err());
+  let a = encode_append("n1", "s1", "ab12", &b(3, 4));
+  assert_eq!(
+    decode_append(&a).unwrap(),
+    ("n1".into(), "s1".into(), "ab12".into(), b(3, 4))
+  );
+  assert!(decode_append(&a[..5]).is_err());
   let mut bytes = encode_tail(&l.tail("n1", "s1", TailFormat::Ranged).unwrap());
   bytes.push(0);
   assert!(decode_tail(&bytes).is_err(), "trailing bytes");

@@ -144,3 +144,48 @@ pub fn decode_tail(bytes: &[u8]) -> Result<Tail<Entry>, String> {
   }
   Ok(t)
 }
+
+/// A `/peer/log/append` body: the owner node, the session and the
+/// follower's expected log identity (each a u16 length and the bytes), u32
+/// log epoch, u64 batch number, then the entries.
+pub fn encode_append(owner: &str, session: &str, log: &str, b: &Batch<Entry>) -> Vec<u8> {
+  let mut out = Vec::new();
+  for s in [owner, session, log] {
+    out.extend_from_slice(&(s.len() as u16).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+  }
+  out.extend_from_slice(&b.epoch.to_be_bytes());
+  out.extend_from_slice(&b.seq.to_be_bytes());
+  out.extend_from_slice(&entries(&b.entries));
+  out
+}
+
+/// (owner, session, expected log identity, batch).
+pub type Append = (String, String, String, Batch<Entry>);
+
+pub fn decode_append(bytes: &[u8]) -> Result<Append, String> {
+  let bad = || "a malformed node-log append".to_string();
+  let mut r = Reader(bytes);
+  let mut text = || -> Result<String, String> {
+    let n = r
+      .take(2)
+      .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+      .ok_or_else(bad)?;
+    let s = r.take(n).ok_or_else(bad)?;
+    String::from_utf8(s.to_vec()).map_err(|_| bad())
+  };
+  let (owner, session, log) = (text()?, text()?, text()?);
+  let epoch = r.u32().ok_or_else(bad)?;
+  let seq = r.u64().ok_or_else(bad)?;
+  let entries = parse_entries(r.0).ok_or_else(bad)?;
+  Ok((
+    owner,
+    session,
+    log,
+    Batch {
+      epoch,
+      seq,
+      entries,
+    },
+  ))
+}

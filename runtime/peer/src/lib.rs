@@ -13,6 +13,7 @@
 
 mod client;
 mod forward;
+mod log;
 mod operator;
 mod secret;
 mod server;
@@ -34,7 +35,9 @@ pub struct Peer {
 struct Inner {
   fleet: Arc<Fleet>,
   secret: Secret,
-  client: client::Client,
+  client: Arc<client::Client>,
+  /// The follower's node log (`<data>/nodelog`), opened by `serve`.
+  nodelog: std::sync::OnceLock<Arc<std::sync::Mutex<cellhost_nodelog::NodeLog>>>,
   rt: tokio::runtime::Runtime,
   /// Forwarded calls being answered now.
   inflight: std::sync::atomic::AtomicUsize,
@@ -61,11 +64,18 @@ impl Peer {
       .map_err(|e| e.to_string())?;
     let bucket = fleet.bucket().clone();
     let secret = rt.block_on(async move { Secret::load_or_create(&bucket).await })?;
+    let client = Arc::new(client::Client::default());
+    fleet.set_log_transport(Arc::new(log::LogClient {
+      client: client.clone(),
+      secret: secret.clone(),
+      node: fleet.node().to_string(),
+    }));
     Ok(Arc::new(Peer {
       inner: Arc::new(Inner {
         fleet,
         secret,
-        client: client::Client::default(),
+        client,
+        nodelog: Default::default(),
         rt,
         inflight: Default::default(),
         version: Default::default(),
@@ -103,6 +113,15 @@ impl Peer {
     router: cellhost_ext::Router,
     data_dir: std::path::PathBuf,
   ) -> Result<(), String> {
+    // The node log opens before the listener serves: a restarted node
+    // answers followers' seal and tail calls from what its disk holds.
+    let log = cellhost_nodelog::NodeLog::open(&data_dir.join("nodelog")).map_err(|e| {
+      format!(
+        "opening the node log in {}: {e}",
+        data_dir.join("nodelog").display()
+      )
+    })?;
+    let _ = self.inner.nodelog.set(Arc::new(std::sync::Mutex::new(log)));
     let page = operator::Page {
       router: router.clone(),
       data_dir,
@@ -124,6 +143,11 @@ impl Peer {
           "version": version,
           "started_ms": started_ms,
           "held_cells": f.held_count(),
+          // The fleet proof and its followers, or the bucket proof.
+          "durability": match f.durability() {
+            cellhost_fleet::Durability::Fleet { members } => format!("fleet ({})", members.join(", ")),
+            cellhost_fleet::Durability::Bucket => "bucket".to_string(),
+          },
           "inflight": inner.inflight.load(std::sync::atomic::Ordering::Relaxed),
         });
         if last

@@ -239,6 +239,7 @@ async fn nodes(bucket: &cellhost_bucket::Bucket, now: u64) -> Vec<Value> {
       "load": l.load,
       "version": info["version"],
       "held_cells": info["held_cells"],
+      "durability": info["durability"],
       "inflight": info["inflight"],
       "reported_ms": info["updated_ms"],
     }));
@@ -411,6 +412,7 @@ fn render(s: &Value) -> String {
       ("load", "load"),
       ("version", "version"),
       ("held_cells", "cells held"),
+      ("durability", "durability"),
       ("inflight", "in flight"),
     ],
   );

@@ -50,6 +50,10 @@ pub(crate) fn spawn(
             .expect("set by serve()");
           async move {
             let path = req.uri().path();
+            if path.starts_with(crate::log::LOG_PREFIX) {
+              let log = inner.nodelog.get().cloned();
+              return Ok::<_, Infallible>(crate::log::handle(log, &inner.secret, req).await);
+            }
             if path == "/_cellhost" || (path.starts_with("/_cellhost/") && path != FORWARD_PATH) {
               return Ok::<_, Infallible>(crate::operator::handle(&inner, &page, &req).await);
             }

@@ -30,3 +30,19 @@ pub mod recovery;
 
 /// An owner recruits at most this many followers: three copies in all.
 pub const MAX_FOLLOWERS: usize = 2;
+
+/// A follower as a session record names it: its node, and after an `@`
+/// the identity of its node log (a node restarted without its disk has a
+/// new log, so a recovery never takes that empty log for the old one).
+pub fn member_name(node: &str, log: &str) -> String {
+  if log.is_empty() {
+    node.to_string()
+  } else {
+    format!("{node}@{log}")
+  }
+}
+
+/// The node and the log identity of a member name.
+pub fn split_member(member: &str) -> (&str, &str) {
+  member.split_once('@').unwrap_or((member, ""))
+}

@@ -152,12 +152,30 @@ impl FleetGate {
     self.fenced
   }
 
+  /// The log epoch new batches go to, if one is current.
+  pub fn current_epoch(&self) -> Option<u32> {
+    self.current.as_ref().map(|c| c.n)
+  }
+
   /// The live nodes that may follow (from their leases); this node is
   /// never its own follower. A node that failed as a member is tried again
   /// once it is live in a later call.
   pub fn set_live(&mut self, nodes: &[String]) {
-    self.live = nodes.iter().filter(|n| **n != self.node).cloned().collect();
+    self.live = (nodes.iter())
+      .filter(|n| super::split_member(n).0 != self.node)
+      .cloned()
+      .collect();
     self.failed.retain(|f| !self.live.contains(f));
+  }
+
+  /// Whether a batch committed now would try the fleet: not once fenced,
+  /// nor with no log epoch current or forming and no follower to recruit.
+  /// The caller may prove such a batch through the bucket without the gate.
+  pub fn wants_fleet(&self) -> bool {
+    !self.fenced
+      && (self.current.is_some()
+        || self.writing.is_some()
+        || self.live.iter().any(|n| !self.failed.contains(n)))
   }
 
   /// A new batch (ids increase).
@@ -220,6 +238,7 @@ impl FleetGate {
     members.truncate(MAX_FOLLOWERS);
     if members.is_empty() {
       self.queued_to_bucket(out);
+      self.flush_drained(out);
       return;
     }
     let base = match &self.record {
@@ -230,6 +249,19 @@ impl FleetGate {
       .with_epoch(members)
       .with_drained(&self.drained_unrecorded());
     self.write(record, out);
+  }
+
+  /// Records the drained log epochs when no record write is in flight:
+  /// recovery then needs none of their members, which may never answer
+  /// again (a node gone with its disk).
+  fn flush_drained(&mut self, out: &mut GateOut) {
+    if self.fenced || self.writing.is_some() || self.drained_unrecorded().is_empty() {
+      return;
+    }
+    if let Some((r, _)) = &self.record {
+      let r = r.with_drained(&self.drained_unrecorded());
+      self.write(r, out);
+    }
   }
 
   /// Drained log epochs the record still lists as active.
@@ -316,6 +348,7 @@ impl FleetGate {
     if self.slots.values().any(|s| *s == Slot::Queued) {
       self.form(out);
     }
+    self.flush_drained(out);
   }
 
   /// Closes the current log epoch: its unproven batches take the bucket
@@ -425,15 +458,7 @@ impl FleetGate {
     } else if self.current.is_none() && self.slots.values().any(|s| *s == Slot::Queued) {
       self.form(out);
     }
-    if !self.drained_unrecorded().is_empty() && self.writing.is_none() && !self.fenced {
-      let r = self
-        .record
-        .as_ref()
-        .unwrap()
-        .0
-        .with_drained(&self.drained_unrecorded());
-      self.write(r, out);
-    }
+    self.flush_drained(out);
   }
 
   /// The bucket proof of batch `id` finished (`ok`: upload and ownership
@@ -473,18 +498,10 @@ impl FleetGate {
         out.prune.push((m.clone(), epoch, through));
       }
     }
-    if p.closed && p.unuploaded.is_empty() && !p.drained {
+    if p.closed && p.unuploaded.is_empty() {
       p.drained = true;
-      if self.writing.is_none() && !self.fenced && self.record.is_some() {
-        let r = self
-          .record
-          .as_ref()
-          .unwrap()
-          .0
-          .with_drained(&self.drained_unrecorded());
-        self.write(r, &mut out);
-      }
     }
+    self.flush_drained(&mut out);
     out
   }
 }
@@ -568,7 +585,8 @@ mod tests {
   #[test]
   fn without_followers_or_once_fenced_every_batch_takes_the_bucket() {
     let mut g = FleetGate::new("a", "a.1");
-    live(&mut g, &["a"]);
+    live(&mut g, &["a", "a@7f"]);
+    assert!(!g.wants_fleet(), "never its own follower");
     assert_eq!(g.on_commit(1).bucket, [1]);
     assert_eq!(g.durability(), Durability::Bucket);
     live(&mut g, &["b"]);
@@ -577,6 +595,7 @@ mod tests {
     let out = g.on_record_write(WriteAnswer::Rejected);
     assert_eq!(out.bucket, [2]);
     assert!(g.is_fenced());
+    assert!(!g.wants_fleet());
     assert_eq!(g.on_commit(3).bucket, [3]);
     // A member answering "sealed" fences too.
     let mut g = FleetGate::new("a", "a.2");
@@ -585,6 +604,20 @@ mod tests {
     g.on_record_write(applied("1"));
     assert_eq!(g.on_append("b", 1, AppendAnswer::Sealed).bucket, [1]);
     assert!(g.is_fenced());
+  }
+
+  #[test]
+  fn an_epoch_closed_after_its_uploads_is_recorded_drained_at_once() {
+    let mut g = FleetGate::new("a", "a.1");
+    live(&mut g, &["b"]);
+    g.on_commit(1);
+    g.on_record_write(applied("1"));
+    g.on_uploaded(1);
+    let out = g.on_member_error("b", 1);
+    let w = out
+      .write_record
+      .expect("the drained epoch is recorded without waiting for a batch");
+    assert!(w.record.epochs.iter().all(|e| e.drained));
   }
 
   #[test]
@@ -597,7 +630,9 @@ mod tests {
     assert!(g.on_uploaded(2).prune.is_empty(), "1 is not uploaded yet");
     let out = g.on_uploaded(1);
     assert_eq!(out.prune, [("b".into(), 1, 2), ("c".into(), 1, 2)]);
-    g.on_member_error("b", 1);
+    // The closed epoch was uploaded whole: recorded drained at once.
+    assert!(g.on_member_error("b", 1).write_record.is_some());
+    g.on_record_write(applied("2"));
     live(&mut g, &["c"]);
     let out = g.on_commit(3);
     let w = out.write_record.unwrap();

@@ -19,7 +19,8 @@
 //! once that member is sealed, no later batch of the epoch can be
 //! acknowledged. An entries-only (`CLT1`) answer proves neither
 //! completeness nor loss: recovery waits for a member's range evidence.
-//! When every member answered with ranges and none certifies, the range past
+//! When every member answered with ranges (or is known gone: its node log
+//! is not the one the record names) and none certifies, the range past
 //! the furthest contiguous end is reported lost (a torn batch is usually an
 //! unacknowledged write, but recovery cannot tell) and recovery completes.
 
@@ -42,6 +43,9 @@ pub enum MemberAnswer<E> {
   /// An HTTP error, a timeout, an unreachable node: proves nothing, even
   /// when its lease has expired.
   Failed,
+  /// The node answered with another node log than the one the record
+  /// names: that log went with its disk, and no retry brings it back.
+  Gone,
 }
 
 /// What recovery concluded from the members' answers.
@@ -71,7 +75,7 @@ pub fn decide<E: Clone + Ord>(
           entries.extend(e.batches.iter().flat_map(|b| b.entries.iter().cloned()));
         }
       }
-      MemberAnswer::Failed => {}
+      MemberAnswer::Failed | MemberAnswer::Gone => {}
     }
   }
   let (mut wait, mut loss) = (Vec::new(), Vec::new());
@@ -92,6 +96,8 @@ pub fn decide<E: Clone + Ord>(
             None => certified |= *whole,
           }
         }
+        // Nothing to wait for, and nothing it vouches for.
+        Some(MemberAnswer::Gone) => {}
         _ => all_ranged = false,
       }
     }
@@ -419,6 +425,18 @@ mod tests {
       Verdict::Recovered {
         entries: vec![1, 2, 3],
         loss: vec![(1, 4)]
+      }
+    );
+    // A member whose disk is gone only counts as answered.
+    let v = decide(
+      &r,
+      &answers(vec![("b", ranged(2, false)), ("c", MemberAnswer::Gone)]),
+    );
+    assert_eq!(
+      v,
+      Verdict::Recovered {
+        entries: vec![1, 2],
+        loss: vec![(1, 3)]
       }
     );
     // A member that never stored a batch of the epoch certifies it empty.

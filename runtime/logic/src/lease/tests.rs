@@ -31,6 +31,7 @@ fn foreign() -> NodeLease {
     expires_ms: 99_999,
     address: "10.9.9.9:1".into(),
     load: 0,
+    log: String::new(),
   }
 }
 
@@ -365,6 +366,7 @@ fn startup_writes_over_a_previous_process() {
     expires_ms: 500,
     address: "a".into(),
     load: 0,
+    log: String::new(),
   };
   let LeaseStep::Cas { token, .. } = k.on_read(Ok(Some((old, tok("old")))), 1_000) else {
     panic!()

@@ -17,6 +17,15 @@ pub enum AcquireStep {
   },
   /// LIST `cells/<scope>/ltx/`; answer with [`Acquire::on_ltx`].
   ListLtx,
+  /// Our record applied over one that named another session: pass the
+  /// takeover recovery gate for that session
+  /// ([`crate::ensemble::recovery::Recovery`]), then answer with
+  /// [`Acquire::on_recovered`]. A recovery that gives up fails the
+  /// activation.
+  Recover {
+    node: String,
+    session: String,
+  },
   /// PUT `own.json` with `If-None-Match: *`; answer with [`Acquire::on_write`].
   Create {
     record: OwnRecord,
@@ -60,6 +69,10 @@ enum AcqState {
     wrote: OwnRecord,
     based_on: Option<Token>,
   },
+  Recover {
+    epoch: u64,
+    token: Token,
+  },
   Restore {
     epoch: u64,
     token: Token,
@@ -91,6 +104,10 @@ pub struct Acquire {
   doubt: Option<StoreError>,
   /// Another node the record named when it was last read.
   previous: Option<String>,
+  /// This process's node-log session, written into the record.
+  session: String,
+  /// The record our write was conditioned on (`None`: created).
+  prior: Option<OwnRecord>,
 }
 
 impl Acquire {
@@ -113,8 +130,25 @@ impl Acquire {
       words: None,
       doubt: None,
       previous: None,
+      session: String::new(),
+      prior: None,
     };
     (a, AcquireStep::ReadOwn)
+  }
+
+  /// Names this process's node-log session in the record it writes.
+  pub fn set_session(&mut self, session: &str) {
+    self.session = session.to_string();
+  }
+
+  /// The answer to [`AcquireStep::Recover`]: the prior session is sealed.
+  pub fn on_recovered(&mut self) -> AcquireStep {
+    let AcqState::Recover { epoch, token } = std::mem::replace(&mut self.state, AcqState::Done)
+    else {
+      panic!("Acquire::on_recovered out of order");
+    };
+    self.state = AcqState::Restore { epoch, token };
+    AcquireStep::ListLtx
   }
 
   /// Seeds the jitter of the retry pauses (the core draws no random number
@@ -301,6 +335,7 @@ impl Acquire {
     self.previous = (record.as_ref())
       .map(|r| r.node.clone())
       .filter(|n| !n.is_empty() && *n != self.node);
+    self.prior = record.clone();
     match claim(record.as_ref(), &self.node) {
       Claim::Create => {
         // Lost-record check before creating: LTX without a record must not
@@ -323,6 +358,7 @@ impl Acquire {
 
   /// Create `record`, or CAS it over the record versioned `based_on`.
   fn write(&mut self, record: OwnRecord, based_on: Option<Token>) -> AcquireStep {
+    let record = record.in_session(&self.session);
     self.state = AcqState::Write {
       record: record.clone(),
       based_on: based_on.clone(),
@@ -353,9 +389,27 @@ impl Acquire {
     })
   }
 
+  /// Our write applied: the prior owner's session first, then the listing
+  /// (taken after the recovery uploaded that session's tail).
   fn restore(&mut self, epoch: u64, token: Token) -> AcquireStep {
-    self.state = AcqState::Restore { epoch, token };
-    AcquireStep::ListLtx
+    match self
+      .prior
+      .as_ref()
+      .filter(|p| needs_recovery(p, &self.session))
+    {
+      Some(p) => {
+        let step = AcquireStep::Recover {
+          node: p.node.clone(),
+          session: p.session.clone(),
+        };
+        self.state = AcqState::Recover { epoch, token };
+        step
+      }
+      None => {
+        self.state = AcqState::Restore { epoch, token };
+        AcquireStep::ListLtx
+      }
+    }
   }
 
   fn fail(&mut self, e: AcquireError) -> AcquireStep {
@@ -363,6 +417,13 @@ impl Acquire {
     self.delay_ms = 0;
     AcquireStep::Failed(e)
   }
+}
+
+/// Whether taking a cell over `prior` must pass the recovery gate: it names
+/// an owner's session other than ours (a released record names none; a
+/// cell is released only once its uploads cover every acknowledgement).
+pub fn needs_recovery(prior: &OwnRecord, session: &str) -> bool {
+  !prior.is_released() && !prior.session.is_empty() && prior.session != session
 }
 
 /// Why a write is in doubt: its answer was lost, in the store's words if
@@ -413,6 +474,65 @@ mod tests {
         previous: None,
       })
     );
+  }
+
+  #[test]
+  fn a_record_naming_another_session_is_recovered_before_the_listing() {
+    // Another node's session, its lease expired.
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.set_session("a.2");
+    a.on_own(
+      Ok(Some((
+        OwnRecord::owned("b", 3).in_session("b.1"),
+        tok("v3"),
+      ))),
+      0,
+    );
+    let s = a.on_lease(Ok(Some((lease("b", 10), tok("l")))), 50);
+    assert_eq!(
+      s,
+      AcquireStep::Cas {
+        record: OwnRecord::owned("a", 4).in_session("a.2"),
+        token: tok("v3")
+      }
+    );
+    let s = a.on_write(WriteAnswer::Applied(tok("v4")));
+    assert_eq!(
+      s,
+      AcquireStep::Recover {
+        node: "b".into(),
+        session: "b.1".into()
+      }
+    );
+    assert_eq!(a.on_recovered(), AcquireStep::ListLtx);
+    // This node's previous process: its own predecessor.
+    let (mut a, _) = Acquire::new("C:1", "a", 0);
+    a.set_session("a.2");
+    a.on_own(
+      Ok(Some((
+        OwnRecord::owned("a", 3).in_session("a.1"),
+        tok("v3"),
+      ))),
+      0,
+    );
+    assert!(matches!(
+      a.on_write(WriteAnswer::Applied(tok("v4"))),
+      AcquireStep::Recover { session, .. } if session == "a.1"
+    ));
+    // The same session, a released record, or one without a session: none.
+    for prior in [
+      OwnRecord::owned("a", 3).in_session("a.2"),
+      OwnRecord::released(3),
+      OwnRecord::owned("a", 3),
+    ] {
+      let (mut a, _) = Acquire::new("C:1", "a", 0);
+      a.set_session("a.2");
+      a.on_own(Ok(Some((prior, tok("v3")))), 0);
+      assert_eq!(
+        a.on_write(WriteAnswer::Applied(tok("v4"))),
+        AcquireStep::ListLtx
+      );
+    }
   }
 
   #[test]

@@ -71,6 +71,11 @@ pub struct OwnRecord {
   /// The owning node, or `""` when released.
   pub node: String,
   pub epoch: u64,
+  /// The owner's process session, whose node log may hold acknowledged
+  /// writes of the cell not yet in the bucket: a takeover seals it first
+  /// ([`crate::ensemble::recovery`]). `""` when released, or written by a
+  /// node without node-log sessions.
+  pub session: String,
 }
 
 impl OwnRecord {
@@ -78,15 +83,21 @@ impl OwnRecord {
     OwnRecord {
       node: node.into(),
       epoch,
+      session: String::new(),
+    }
+  }
+
+  /// The record naming the owner's session too.
+  pub fn in_session(self, session: &str) -> Self {
+    OwnRecord {
+      session: session.to_string(),
+      ..self
     }
   }
 
   /// The record a release leaves: no node, the same epoch.
   pub fn released(epoch: u64) -> Self {
-    OwnRecord {
-      node: String::new(),
-      epoch,
-    }
+    OwnRecord::owned("", epoch)
   }
 
   pub fn is_released(&self) -> bool {
@@ -100,8 +111,12 @@ impl OwnRecord {
 
   /// The JSON body, as celld writes it.
   pub fn to_json(&self) -> String {
+    let session = match self.session.as_str() {
+      "" => String::new(),
+      s => format!(", \"session\": {}", json_string(s)),
+    };
     format!(
-      "{{\"node\": {}, \"epoch\": {}}}",
+      "{{\"node\": {}, \"epoch\": {}{session}}}",
       json_string(&self.node),
       self.epoch
     )
@@ -323,6 +338,10 @@ mod tests {
     assert_eq!(
       OwnRecord::owned("n\"1", 2).to_json(),
       r#"{"node": "n\"1", "epoch": 2}"#
+    );
+    assert_eq!(
+      OwnRecord::owned("n1", 2).in_session("n1.7").to_json(),
+      r#"{"node": "n1", "epoch": 2, "session": "n1.7"}"#
     );
     assert!(OwnRecord::owned("a", 3).names("a", 3));
     assert!(!OwnRecord::owned("a", 3).names("a", 4));

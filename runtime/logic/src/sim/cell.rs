@@ -109,6 +109,11 @@ impl World {
         self.send(n, purpose, Op::GetLease(owner));
       }
       AcquireStep::ListLtx => self.send(n, purpose, Op::ListLtx(c)),
+      // Simulated nodes write no session: nothing to recover.
+      AcquireStep::Recover { .. } => {
+        let step = a.m.on_recovered();
+        self.drive_acquire(n, c, step)
+      }
       AcquireStep::Create { record } => self.send(n, purpose, Op::CreateOwn(c, record)),
       AcquireStep::Cas { record, token } => self.send(n, purpose, Op::CasOwn(c, record, token)),
       AcquireStep::Acquired(acq) => self.activate(n, c, acq),

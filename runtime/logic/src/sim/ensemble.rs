@@ -49,13 +49,16 @@ pub enum EnsembleFlaw {
   SealNotPersisted,
   /// Use a new log epoch's members without the record naming them.
   EpochWithoutRecord,
+  /// A follower answers calls meant for a log its node lost with its disk
+  /// (its new, empty log passes for a complete one).
+  IgnoreLogIdentity,
   /// A follower stores a batch that does not follow what it holds (as if
   /// the missing ones were pruned).
   AcceptGap,
 }
 
 impl EnsembleFlaw {
-  pub const ALL: [EnsembleFlaw; 8] = [
+  pub const ALL: [EnsembleFlaw; 9] = [
     EnsembleFlaw::AckOnFirstStore,
     EnsembleFlaw::TailWithoutSeal,
     EnsembleFlaw::RestoreBeforeRecovery,
@@ -64,6 +67,7 @@ impl EnsembleFlaw {
     EnsembleFlaw::SealNotPersisted,
     EnsembleFlaw::EpochWithoutRecord,
     EnsembleFlaw::AcceptGap,
+    EnsembleFlaw::IgnoreLogIdentity,
   ];
 }
 
@@ -89,6 +93,8 @@ pub struct EnsembleStats {
   pub losses: u64,
   pub crashes: u64,
   pub epoch_changes: u64,
+  /// Crashes that lost the node's disk (its node log).
+  pub wipes: u64,
 }
 
 const TIMEOUT: u64 = 120;
@@ -114,6 +120,8 @@ struct Owned {
 struct Node {
   up: bool,
   inc: u32,
+  /// The node log's identity; a new one after a wipe.
+  log_id: u32,
   old_code: bool,
   down_since: u64,
   /// Owner session state.
@@ -127,11 +135,21 @@ struct Node {
   /// Follower logs per owner session.
   logs: BTreeMap<String, Follow>,
   /// Appends stored in memory, waiting for their fsync (FIFO).
-  fsyncs: Vec<(String, Batch<Entry>)>,
+  fsyncs: Vec<(String, Batch<Entry>, String)>,
 }
 
 fn name(n: usize) -> String {
   format!("n{n}")
+}
+
+/// A follower as the record names it: the node and its log's identity.
+fn member(n: usize, log: u32) -> String {
+  format!("n{n}@{log}")
+}
+
+fn parse_member(m: &str) -> (usize, u32) {
+  let (n, l) = m[1..].split_once('@').unwrap();
+  (n.parse().unwrap(), l.parse().unwrap())
 }
 
 fn session(n: usize, inc: u32) -> String {
@@ -145,6 +163,7 @@ enum Ev {
     owner: usize,
     oinc: u32,
     to: usize,
+    log: u32,
     batch: Batch<Entry>,
   },
   Fsynced {
@@ -154,12 +173,13 @@ enum Ev {
   Reply {
     owner: usize,
     oinc: u32,
-    member: usize,
+    member: String,
     epoch: u32,
     answer: Option<AppendAnswer>,
   },
   Prune {
     to: usize,
+    log: u32,
     session: String,
     epoch: u32,
     through: u64,
@@ -181,10 +201,11 @@ enum Ev {
   Tail {
     rec: usize,
     to: usize,
+    log: u32,
   },
   TailReply {
     rec: usize,
-    member: usize,
+    member: String,
     answer: MemberAnswer<Entry>,
   },
   Step {
@@ -270,6 +291,7 @@ pub fn run_ensemble(seed: u64, flaw: Option<EnsembleFlaw>) -> Result<EnsembleSta
       .map(|i| Node {
         up: true,
         inc: 0,
+        log_id: 0,
         old_code: i > 0 && rng.chance(300),
         down_since: 0,
         gate: FleetGate::new(&name(i), &session(i, 0)),
@@ -369,8 +391,13 @@ impl World {
   fn live(&self) -> Vec<String> {
     (0..self.nodes.len())
       .filter(|&i| self.nodes[i].up || self.now < self.nodes[i].down_since + 300)
-      .map(name)
+      .map(|i| member(i, self.nodes[i].log_id))
       .collect()
+  }
+
+  /// Whether node `n`'s follower answers a call meant for log `log`.
+  fn knows(&self, n: usize, log: u32) -> bool {
+    self.nodes[n].log_id == log || self.flaw == Some(EnsembleFlaw::IgnoreLogIdentity)
   }
 
   fn handle(&mut self, ev: Ev) {
@@ -380,8 +407,9 @@ impl World {
         owner,
         oinc,
         to,
+        log,
         batch,
-      } => self.on_append(owner, oinc, to, batch),
+      } => self.on_append(owner, oinc, to, log, batch),
       Ev::Fsynced { node, inc } => self.on_fsynced(node, inc),
       Ev::Reply {
         owner,
@@ -392,11 +420,13 @@ impl World {
       } => self.on_reply(owner, oinc, member, epoch, answer),
       Ev::Prune {
         to,
+        log,
         session,
         epoch,
         through,
       } => {
         if self.nodes[to].up
+          && self.nodes[to].log_id == log
           && let Some(f) = self.nodes[to].logs.get_mut(&session)
         {
           f.mem.prune(epoch, through);
@@ -418,13 +448,13 @@ impl World {
           self.start_recovery(cell, node, prior);
         }
       }
-      Ev::Tail { rec, to } => self.on_tail(rec, to),
+      Ev::Tail { rec, to, log } => self.on_tail(rec, to, log),
       Ev::TailReply {
         rec,
         member,
         answer,
       } => {
-        self.recs[rec].answers.insert(name(member), answer);
+        self.recs[rec].answers.insert(member, answer);
         if self.recs[rec].answers.len() == self.recs[rec].asked {
           let answers = std::mem::take(&mut self.recs[rec].answers);
           let s = self.recs[rec].m.on_tails(&answers);
@@ -515,7 +545,7 @@ impl World {
     }
     for s in out.sends {
       self.stats.epoch_changes += u64::from(s.seq == 1);
-      let to: usize = s.member[1..].parse().unwrap();
+      let (to, log) = parse_member(&s.member);
       let e = self.nodes[n].batches[&s.id];
       self.sent_as.insert((me.clone(), s.id), (s.epoch, s.seq));
       let batch = Batch {
@@ -529,7 +559,7 @@ impl World {
           Ev::Reply {
             owner: n,
             oinc: inc,
-            member: to,
+            member: s.member.clone(),
             epoch: s.epoch,
             answer: None,
           },
@@ -542,6 +572,7 @@ impl World {
             owner: n,
             oinc: inc,
             to,
+            log,
             batch,
           },
         );
@@ -558,12 +589,13 @@ impl World {
       self.settle(n, id, ok);
     }
     for (m, epoch, through) in out.prune {
-      let to: usize = m[1..].parse().unwrap();
+      let (to, log) = parse_member(&m);
       self.after(
         1,
         20,
         Ev::Prune {
           to,
+          log,
           session: me.clone(),
           epoch,
           through,
@@ -663,7 +695,7 @@ impl World {
     &mut self,
     owner: usize,
     oinc: u32,
-    member: usize,
+    member: String,
     epoch: u32,
     answer: Option<AppendAnswer>,
   ) {
@@ -678,9 +710,9 @@ impl World {
         {
           self.ack_first_store(owner, epoch, through);
         }
-        self.nodes[owner].gate.on_append(&name(member), epoch, a)
+        self.nodes[owner].gate.on_append(&member, epoch, a)
       }
-      None => self.nodes[owner].gate.on_member_error(&name(member), epoch),
+      None => self.nodes[owner].gate.on_member_error(&member, epoch),
     };
     self.perform(owner, out);
   }
@@ -708,21 +740,25 @@ impl World {
 
   // --- the follower ---
 
-  fn on_append(&mut self, owner: usize, oinc: u32, to: usize, batch: Batch<Entry>) {
-    let node = &mut self.nodes[to];
-    if !node.up {
+  fn on_append(&mut self, owner: usize, oinc: u32, to: usize, log: u32, batch: Batch<Entry>) {
+    let m = member(to, log);
+    if !self.nodes[to].up || !self.knows(to, log) {
+      // Down (the caller times out), or a new log refusing calls meant
+      // for the one its node lost (an error answer).
+      let after = if self.nodes[to].up { 5 } else { TIMEOUT };
       self.push(
-        self.now + TIMEOUT,
+        self.now + after,
         Ev::Reply {
           owner,
           oinc,
-          member: to,
+          member: m,
           epoch: batch.epoch,
           answer: None,
         },
       );
       return;
     }
+    let node = &mut self.nodes[to];
     let s = session(owner, oinc);
     let f = node.logs.entry(s.clone()).or_insert_with(|| Follow {
       disk: Disk::default(),
@@ -744,9 +780,9 @@ impl World {
         let fresh = !node
           .fsyncs
           .iter()
-          .any(|(ss, b)| *ss == s && b.epoch == epoch && b.seq == batch.seq);
+          .any(|(ss, b, _)| *ss == s && b.epoch == epoch && b.seq == batch.seq);
         if fresh {
-          node.fsyncs.push((s, batch));
+          node.fsyncs.push((s, batch, m));
         }
         let inc = node.inc;
         self.after(1, 6, Ev::Fsynced { node: to, inc });
@@ -758,7 +794,7 @@ impl World {
           Ev::Reply {
             owner,
             oinc,
-            member: to,
+            member: m,
             epoch,
             answer: Some(a),
           },
@@ -772,7 +808,7 @@ impl World {
     if !node.up || node.inc != inc || node.fsyncs.is_empty() {
       return;
     }
-    let (s, b) = node.fsyncs.remove(0);
+    let (s, b, m) = node.fsyncs.remove(0);
     let f = node.logs.get_mut(&s).unwrap();
     f.disk.items.push(Scanned::Batch(b.clone()));
     let epoch = b.epoch;
@@ -785,7 +821,7 @@ impl World {
       Ev::Reply {
         owner: own_n,
         oinc: own_inc,
-        member: n,
+        member: m,
         epoch,
         answer: Some(AppendAnswer::Stored { through }),
       },
@@ -793,6 +829,7 @@ impl World {
   }
 
   fn crash(&mut self, n: usize) {
+    let wipe = self.rng.chance(150);
     let node = &mut self.nodes[n];
     if !node.up {
       return;
@@ -801,7 +838,7 @@ impl World {
     node.up = false;
     node.down_since = self.now;
     // The append being fsynced may be left torn.
-    if let Some((s, b)) = node.fsyncs.first().cloned()
+    if let Some((s, b, _)) = node.fsyncs.first().cloned()
       && self.rng.chance(500)
     {
       self.stats.torn += 1;
@@ -816,6 +853,12 @@ impl World {
         });
     }
     node.fsyncs.clear();
+    if wipe {
+      // The disk is gone: a new, empty node log with a new identity.
+      self.stats.wipes += 1;
+      node.logs.clear();
+      node.log_id += 1;
+    }
     let at = self.now + self.rng.range(50, 1_500);
     self.push(at, Ev::Restart(n));
   }
@@ -951,8 +994,8 @@ impl World {
           r.asked = members.len();
           r.answers.clear();
           for m in members {
-            let to: usize = m[1..].parse().unwrap();
-            self.after(1, 20, Ev::Tail { rec, to });
+            let (to, log) = parse_member(&m);
+            self.after(1, 20, Ev::Tail { rec, to, log });
           }
           return;
         }
@@ -965,7 +1008,7 @@ impl World {
         }
         RecoveryStep::WriteLoss { loss } => {
           self.stats.losses += 1;
-          if self.stats.rotted + self.stats.torn == 0 {
+          if self.stats.rotted + self.stats.torn + self.stats.wipes == 0 {
             self.violation(format!(
               "a loss record {loss:?} with no damaged batch anywhere"
             ));
@@ -994,10 +1037,13 @@ impl World {
     }
   }
 
-  fn on_tail(&mut self, rec: usize, to: usize) {
+  fn on_tail(&mut self, rec: usize, to: usize, log: u32) {
+    let knows = self.knows(to, log);
     let node = &mut self.nodes[to];
     let key = self.recs[rec].prior.1.clone();
-    let answer = if !node.up || self.rng.chance(30) {
+    let answer = if node.up && !knows {
+      MemberAnswer::Gone
+    } else if !node.up || self.rng.chance(30) {
       MemberAnswer::Failed
     } else {
       let f = node.logs.entry(key).or_insert_with(|| Follow {
@@ -1039,7 +1085,7 @@ impl World {
       20,
       Ev::TailReply {
         rec,
-        member: to,
+        member: member(to, log),
         answer,
       },
     );
@@ -1121,6 +1167,25 @@ impl World {
     }
     let horizon = self.now + 30_000;
     self.run(horizon);
+    // Every closed log epoch of a live session is recorded drained once its
+    // uploads landed: recovery must not wait for members that may never
+    // answer again.
+    let undrained = (0..self.nodes.len()).find_map(|i| {
+      let me = session(i, self.nodes[i].inc);
+      let g = &self.nodes[i].gate;
+      let (r, _) = self.records.get(&me)?;
+      if r.state != crate::ensemble::record::LogState::Open || g.is_fenced() {
+        return None;
+      }
+      let n = (r.active().map(|e| e.n)).find(|n| Some(*n) != g.current_epoch())?;
+      Some(format!(
+        "log epoch {n} of session {me} was never recorded drained"
+      ))
+    });
+    if let Some(v) = undrained {
+      self.violation(v);
+      return;
+    }
     for c in 0..self.own.len() {
       if self.busy[c] {
         self.violation(format!("cell {c}: a takeover did not finish"));

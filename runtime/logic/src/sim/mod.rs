@@ -758,6 +758,7 @@ impl World {
           let lease = node::index_of(&node).and_then(|i| self.store.lease(i).cloned());
           m.on_lease(Ok(lease), far)
         }
+        S::Recover { .. } => m.on_recovered(),
         S::ListLtx => {
           let l = self.store.list(c);
           let keys: Vec<_> = l.iter().map(|(k, _)| *k).collect();

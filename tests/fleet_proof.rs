@@ -1,0 +1,219 @@
+//! The fleet proof across real processes: an owner acknowledges writes
+//! once its follower fsynced them to its node log, keeps acknowledging
+//! while the bucket is cut off from it, and when it dies the node that
+//! takes its cell over seals its log session and recovers those writes from
+//! the follower's disk before it restores. Also the `/peer/log/tail`
+//! formats (`tail_format` absent or 1: `CLT1`, 2: `CLT2`, else 400) behind
+//! the fleet secret.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(
+    ch.addr,
+    "POST",
+    &format!("/increment?name={name}"),
+    &[],
+    b"",
+  ) {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+fn count(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(ch.addr, "GET", &format!("/?name={name}"), &[], b"") {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+/// A JSON record of the local bucket (its files start with a small header).
+fn json(path: &Path) -> Option<serde_json::Value> {
+  let b = std::fs::read(path).ok()?;
+  serde_json::from_slice(&b[b.iter().position(|&c| c == b'{')?..]).ok()
+}
+
+/// The directory of the only counter cell in the bucket.
+fn cell_dir(bucket: &Path) -> std::path::PathBuf {
+  let cells = std::fs::read_dir(bucket.join("cells")).unwrap();
+  let mut dirs: Vec<_> = cells
+    .flatten()
+    .map(|e| e.path())
+    .filter(|p| {
+      p.file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("Counter:")
+    })
+    .collect();
+  assert_eq!(dirs.len(), 1, "{dirs:?}");
+  dirs.pop().unwrap()
+}
+
+fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+  let end = Instant::now() + within;
+  loop {
+    if let Some(v) = f() {
+      return v;
+    }
+    assert!(Instant::now() < end, "{what}");
+    std::thread::sleep(Duration::from_millis(50));
+  }
+}
+
+/// Points `link` at `to`, atomically (a fresh link renamed over it).
+fn point(link: &Path, to: &Path) {
+  let tmp = link.with_extension("new");
+  let _ = std::fs::remove_file(&tmp);
+  std::os::unix::fs::symlink(to, &tmp).unwrap();
+  std::fs::rename(&tmp, link).unwrap();
+}
+
+#[test]
+fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
+  let f = Bucketed::new("ensemble", repo_root().join("examples/counter"));
+  let bucket = f.dir.join("bucket");
+  // Node a reaches the bucket through a link the test can cut.
+  let link = f.dir.join("a-link");
+  let blocker = f.dir.join("blocker");
+  std::fs::write(&blocker, b"not a directory").unwrap();
+  point(&link, &bucket);
+  let b = f.run("b");
+  let via_link = Bucketed {
+    dir: f.dir.clone(),
+    bucket: format!("file://{}", link.display()),
+    worker: f.worker.clone(),
+    extra: vec![],
+    env: vec![],
+  };
+  let a = via_link.run("a");
+  let mut acked = 0;
+  for _ in 0..20 {
+    acked = incr(&a, "x").unwrap_or_else(|| panic!("{}", a.log()));
+  }
+  // Its status says it proves writes on b's node log.
+  let telemetry = bucket.join("telemetry/nodes/a.json");
+  wait_for(
+    "a never reported a fleet proof",
+    Duration::from_secs(10),
+    || {
+      json(&telemetry).filter(|t| {
+        t["durability"]
+          .as_str()
+          .is_some_and(|d| d.starts_with("fleet (b@"))
+      })
+    },
+  );
+  let own = json(&cell_dir(&bucket).join("own.json"));
+  let sessions: Vec<_> = std::fs::read_dir(f.data("b").join("nodelog/a"))
+    .unwrap()
+    .collect();
+  assert_eq!(sessions.len(), 1, "b holds one log session of a");
+
+  // The bucket goes away for a: its uploads and renewals fail, but until
+  // its lease could lapse it still acknowledges, on b's fsyncs.
+  point(&link, &blocker);
+  let mut after_cut = 0;
+  for _ in 0..200 {
+    match incr(&a, "x") {
+      Some(v) => {
+        acked = v;
+        after_cut += 1;
+      }
+      None => break,
+    }
+    if after_cut >= 10 {
+      break;
+    }
+  }
+  assert!(
+    after_cut >= 5,
+    "a acknowledged only {after_cut} writes without its bucket:\n{}",
+    a.log()
+  );
+  drop(a); // SIGKILL: those writes are on b's disk only.
+  let uploaded = std::fs::read_dir(cell_dir(&bucket).join(format!(
+    "ltx/e{}",
+    own.as_ref().map_or(1, |o| o["epoch"].as_u64().unwrap())
+  )))
+  .map_or(0, |d| d.count());
+  assert!(
+    uploaded < 21 + after_cut,
+    "the cut uploads reached the bucket anyway ({uploaded} objects)"
+  );
+
+  // b takes x over once a's lease expired: it seals a's log session,
+  // uploads what its own node log holds, and only then restores.
+  let have = wait_for("b never served x", Duration::from_secs(20), || {
+    count(&b, "x")
+  });
+  assert_eq!(have, acked, "acknowledged writes were lost:\n{}", b.log());
+  let session = own.unwrap()["session"].as_str().unwrap().to_string();
+  let record = json(&bucket.join(format!("log/a/{session}.json"))).expect("a's log record");
+  assert_eq!(record["state"], "sealed", "{record}");
+  assert_eq!(incr(&b, "x"), Some(acked + 1));
+}
+
+#[test]
+fn the_tail_endpoint_speaks_clt1_and_clt2_behind_the_secret() {
+  let f = Bucketed::new("tailfmt", repo_root().join("examples/counter"));
+  let bucket = f.dir.join("bucket");
+  let b = f.run("b");
+  let a = f.run("a");
+  // Whichever node owns x, the other one follows it.
+  for _ in 0..3 {
+    incr(&a, "x").unwrap_or_else(|| panic!("{}", a.log()));
+  }
+  let own = json(&cell_dir(&bucket).join("own.json")).unwrap();
+  let (owner, session) = (
+    own["node"].as_str().unwrap().to_string(),
+    own["session"].as_str().unwrap().to_string(),
+  );
+  let follower = if owner == "a" { "b" } else { "a" };
+  let lease = json(&bucket.join(format!("nodes/{follower}.json"))).unwrap();
+  let addr: std::net::SocketAddr = lease["address"].as_str().unwrap().parse().unwrap();
+  let secret = json(&bucket.join("fleet/secret.json")).unwrap()["secret"]
+    .as_str()
+    .unwrap()
+    .to_string();
+  let ask = |fmt: Option<serde_json::Value>, with_secret: bool| {
+    let mut body = serde_json::json!({ "node": owner, "session": session });
+    if let Some(f) = fmt {
+      body["tail_format"] = f;
+    }
+    let headers: Vec<(&str, &str)> = if with_secret {
+      vec![("x-cellhost-fleet-secret", secret.as_str())]
+    } else {
+      vec![]
+    };
+    request(
+      addr,
+      "POST",
+      "/peer/log/tail",
+      &headers,
+      body.to_string().as_bytes(),
+    )
+    .unwrap()
+  };
+  assert_eq!(ask(None, false).status, 403);
+  let r = ask(None, true);
+  assert_eq!(
+    (r.status, &r.body[..4]),
+    (200, &b"CLT1"[..]),
+    "{}",
+    r.text()
+  );
+  let r = ask(Some("1".into()), true);
+  assert_eq!(&r.body[..4], b"CLT1");
+  let r = ask(Some("2".into()), true);
+  assert_eq!((r.status, &r.body[..4]), (200, &b"CLT2"[..]));
+  let r = ask(Some("3".into()), true);
+  assert_eq!(r.status, 400, "{}", r.text());
+  drop((a, b));
+}
