@@ -7,7 +7,9 @@
 //! then SIGCONT, SIGTERM, a rolling restart (each node drained by SIGTERM
 //! and started again, in turn), a deploy of a new version (each node
 //! switches in process, its objects moving at their idle points), a store
-//! outage, flaky uploads and a partition of one node from the store. The clients spread their calls
+//! outage, flaky uploads, a partition of one node from the store, and a
+//! partition ended by SIGKILL (the node acknowledged on its followers' node
+//! logs while its uploads failed). The clients spread their calls
 //! over the nodes, so most reach their object through forwarding. Then the whole fleet is killed and
 //! cold-started with empty data directories and must read the same counts.
 //! Nodes run epoch GC with a one-second retention (`--ltx-retention-secs
@@ -645,6 +647,20 @@ impl Lab {
         self.supervise_for(d);
         self.store.gap(false);
         self.flaky = false;
+      }
+      FaultKind::PartitionKill => {
+        let i = node.unwrap();
+        self.partitioned = Some(i);
+        self.store.partition(i, true);
+        // Well before its fence deadline: it still acknowledges.
+        let d = Duration::from_millis(self.rng.range(200, ttl / 2));
+        self.supervise_for(d);
+        self.kill(i);
+        self.store.partition(i, false);
+        self.partitioned = None;
+        let delay = Duration::from_millis(self.rng.range(200, 2_000));
+        self.slots[i].down_until = Some(Instant::now() + delay);
+        self.supervise_for(delay);
       }
       FaultKind::Partition => {
         let i = node.unwrap();

@@ -24,6 +24,10 @@ pub(crate) enum FaultKind {
   Outage,
   Flaky,
   Partition,
+  /// A node cut off from the store keeps acknowledging on its followers'
+  /// fsyncs (its uploads fail) until it is SIGKILLed, before its fence:
+  /// the writes only its followers hold must survive the takeover.
+  PartitionKill,
   /// S3 only: one upload fails for good, later ones land.
   Gap,
   /// SIGTERM each node in turn and start it again at once.
@@ -34,7 +38,7 @@ pub(crate) enum FaultKind {
 }
 
 impl FaultKind {
-  pub(crate) const ALL: [FaultKind; 10] = [
+  pub(crate) const ALL: [FaultKind; 11] = [
     FaultKind::Kill,
     FaultKind::KillWipe,
     FaultKind::StopCont,
@@ -42,6 +46,7 @@ impl FaultKind {
     FaultKind::Outage,
     FaultKind::Flaky,
     FaultKind::Partition,
+    FaultKind::PartitionKill,
     FaultKind::Gap,
     FaultKind::Rolling,
     FaultKind::Deploy,
@@ -56,6 +61,7 @@ impl FaultKind {
       FaultKind::Outage => "outage",
       FaultKind::Flaky => "flaky",
       FaultKind::Partition => "partition",
+      FaultKind::PartitionKill => "partition+kill",
       FaultKind::Gap => "upload gap",
       FaultKind::Rolling => "rolling restart",
       FaultKind::Deploy => "deploy",

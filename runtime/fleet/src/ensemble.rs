@@ -121,6 +121,10 @@ pub fn decode_entry(e: &[u8]) -> Result<Upload, String> {
   })
 }
 
+/// How long a node-log call may take: a follower that does not answer by
+/// then fails (its log epoch closes), as one that refused would.
+const LOG_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 type Waiter = oneshot::Sender<Result<(), Vec<(String, String)>>>;
 
 /// A member's queue of appends: (log epoch, batch number, batch id).
@@ -291,7 +295,7 @@ impl Ensemble {
           self.session
         );
         tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-        pause = (pause * 2).min(10_000);
+        pause = (pause * 2).min(1_000);
         continue;
       }
       break;
@@ -367,9 +371,8 @@ impl Ensemble {
       tokio::spawn(async move {
         // Best effort: a later prune covers this one.
         let log = split_member(&member).1;
-        let _ = t
-          .prune(&address, log, &node, &session, epoch, through)
-          .await;
+        let prune = t.prune(&address, log, &node, &session, epoch, through);
+        let _ = tokio::time::timeout(LOG_CALL_TIMEOUT, prune).await;
       });
     }
   }
@@ -442,14 +445,10 @@ impl Ensemble {
               seq,
               entries: entries.as_ref().clone(),
             };
-            t.append(
-              &address,
-              split_member(&member).1,
-              &me.node,
-              &me.session,
-              batch,
-            )
-            .await
+            let log = split_member(&member).1;
+            let append = t.append(&address, log, &me.node, &me.session, batch);
+            (tokio::time::timeout(LOG_CALL_TIMEOUT, append).await)
+              .unwrap_or_else(|_| Err("no answer in time".into()))
           }
           // Settled meanwhile (through the bucket): nothing to send.
           (None, ..) => continue,
@@ -530,9 +529,12 @@ pub(crate) async fn recover(
         for member in members {
           let (at, log) = split_member(&member);
           let a = match (&transport, own::read_lease(bucket, at).await) {
-            (Some(t), Ok(Some((l, _)))) if !l.address.is_empty() => match t
-              .seal_tail(&l.address, log, node, session)
-              .await
+            (Some(t), Ok(Some((l, _)))) if !l.address.is_empty() => match tokio::time::timeout(
+              LOG_CALL_TIMEOUT,
+              t.seal_tail(&l.address, log, node, session),
+            )
+            .await
+            .unwrap_or_else(|_| Err("no answer in time".into()))
             {
               Ok(Some(tail)) => MemberAnswer::Tail(tail),
               Ok(None) => MemberAnswer::Gone,

@@ -17,11 +17,14 @@ pub enum AcquireStep {
   },
   /// LIST `cells/<scope>/ltx/`; answer with [`Acquire::on_ltx`].
   ListLtx,
-  /// Our record applied over one that named another session: pass the
-  /// takeover recovery gate for that session
+  /// The record about to be written over names another session, whose
+  /// node log may hold acknowledged writes not yet in the bucket: pass the
+  /// takeover recovery gate for it
   /// ([`crate::ensemble::recovery::Recovery`]), then answer with
-  /// [`Acquire::on_recovered`]. A recovery that gives up fails the
-  /// activation.
+  /// [`Acquire::on_recovered`]. The record is written over only after: an
+  /// acquirer that died between its write and its recovery would leave the
+  /// requirement behind a record naming only itself. A recovery that gives
+  /// up fails the activation.
   Recover {
     node: String,
     session: String,
@@ -69,9 +72,11 @@ enum AcqState {
     wrote: OwnRecord,
     based_on: Option<Token>,
   },
+  /// Recovering the session of the record read, then writing `record`.
   Recover {
-    epoch: u64,
-    token: Token,
+    record: OwnRecord,
+    based_on: Token,
+    session: (String, String),
   },
   Restore {
     epoch: u64,
@@ -106,8 +111,10 @@ pub struct Acquire {
   previous: Option<String>,
   /// This process's node-log session, written into the record.
   session: String,
-  /// The record our write was conditioned on (`None`: created).
+  /// The record last read (`None`: absent).
   prior: Option<OwnRecord>,
+  /// Sessions this acquisition sealed already.
+  recovered: Vec<(String, String)>,
 }
 
 impl Acquire {
@@ -132,6 +139,7 @@ impl Acquire {
       previous: None,
       session: String::new(),
       prior: None,
+      recovered: Vec::new(),
     };
     (a, AcquireStep::ReadOwn)
   }
@@ -141,14 +149,38 @@ impl Acquire {
     self.session = session.to_string();
   }
 
-  /// The answer to [`AcquireStep::Recover`]: the prior session is sealed.
+  /// The answer to [`AcquireStep::Recover`]: the session is sealed.
   pub fn on_recovered(&mut self) -> AcquireStep {
-    let AcqState::Recover { epoch, token } = std::mem::replace(&mut self.state, AcqState::Done)
+    let AcqState::Recover {
+      record,
+      based_on,
+      session,
+    } = std::mem::replace(&mut self.state, AcqState::Done)
     else {
       panic!("Acquire::on_recovered out of order");
     };
-    self.state = AcqState::Restore { epoch, token };
-    AcquireStep::ListLtx
+    self.recovered.push(session);
+    self.write(record, Some(based_on))
+  }
+
+  /// Writes `next` over the record just read, once the session it names
+  /// passed the recovery gate.
+  fn take_over(&mut self, next: OwnRecord, token: Token) -> AcquireStep {
+    let owed = (self.prior.as_ref())
+      .filter(|p| needs_recovery(p, &self.session))
+      .map(|p| (p.node.clone(), p.session.clone()))
+      .filter(|s| !self.recovered.contains(s));
+    match owed {
+      Some((node, session)) => {
+        self.state = AcqState::Recover {
+          record: next,
+          based_on: token,
+          session: (node.clone(), session.clone()),
+        };
+        AcquireStep::Recover { node, session }
+      }
+      None => self.write(next, Some(token)),
+    }
   }
 
   /// Seeds the jitter of the retry pauses (the core draws no random number
@@ -235,7 +267,7 @@ impl Acquire {
     // The record we read is still the one the token versions: the CAS fails
     // cleanly if it moved since.
     if owner_lease_expired(lease.as_ref(), read_started_ms) {
-      self.write(next, Some(token))
+      self.take_over(next, token)
     } else {
       let (class, id) = split_scope(&self.scope);
       let owner = lease.map(|l| l.node).unwrap_or_default();
@@ -343,7 +375,7 @@ impl Acquire {
         self.state = AcqState::CheckLtx;
         AcquireStep::ListLtx
       }
-      Claim::Raise(next) => self.write(next, Some(token.expect("a record has a token"))),
+      Claim::Raise(next) => self.take_over(next, token.expect("a record has a token")),
       Claim::CheckLease { owner } => {
         let epoch = record.map_or(0, |r| r.epoch);
         let next = OwnRecord::owned(self.node.clone(), epoch + 1);
@@ -389,27 +421,9 @@ impl Acquire {
     })
   }
 
-  /// Our write applied: the prior owner's session first, then the listing
-  /// (taken after the recovery uploaded that session's tail).
   fn restore(&mut self, epoch: u64, token: Token) -> AcquireStep {
-    match self
-      .prior
-      .as_ref()
-      .filter(|p| needs_recovery(p, &self.session))
-    {
-      Some(p) => {
-        let step = AcquireStep::Recover {
-          node: p.node.clone(),
-          session: p.session.clone(),
-        };
-        self.state = AcqState::Recover { epoch, token };
-        step
-      }
-      None => {
-        self.state = AcqState::Restore { epoch, token };
-        AcquireStep::ListLtx
-      }
-    }
+    self.state = AcqState::Restore { epoch, token };
+    AcquireStep::ListLtx
   }
 
   fn fail(&mut self, e: AcquireError) -> AcquireStep {
@@ -477,26 +491,13 @@ mod tests {
   }
 
   #[test]
-  fn a_record_naming_another_session_is_recovered_before_the_listing() {
-    // Another node's session, its lease expired.
+  fn a_record_naming_another_session_is_recovered_before_it_is_written_over() {
+    // Another node's session, its lease expired: sealed before the write.
     let (mut a, _) = Acquire::new("C:1", "a", 0);
     a.set_session("a.2");
-    a.on_own(
-      Ok(Some((
-        OwnRecord::owned("b", 3).in_session("b.1"),
-        tok("v3"),
-      ))),
-      0,
-    );
+    let prior = OwnRecord::owned("b", 3).in_session("b.1");
+    a.on_own(Ok(Some((prior, tok("v3")))), 0);
     let s = a.on_lease(Ok(Some((lease("b", 10), tok("l")))), 50);
-    assert_eq!(
-      s,
-      AcquireStep::Cas {
-        record: OwnRecord::owned("a", 4).in_session("a.2"),
-        token: tok("v3")
-      }
-    );
-    let s = a.on_write(WriteAnswer::Applied(tok("v4")));
     assert_eq!(
       s,
       AcquireStep::Recover {
@@ -504,21 +505,37 @@ mod tests {
         session: "b.1".into()
       }
     );
-    assert_eq!(a.on_recovered(), AcquireStep::ListLtx);
+    let s = a.on_recovered();
+    assert_eq!(
+      s,
+      AcquireStep::Cas {
+        record: OwnRecord::owned("a", 4).in_session("a.2"),
+        token: tok("v3")
+      }
+    );
+    // A lost race: the new record is read, and its session sealed in turn;
+    // one already sealed is not sealed again.
+    assert_eq!(a.on_write(WriteAnswer::Rejected), AcquireStep::ReadOwn);
+    let next = OwnRecord::owned("c", 4).in_session("c.9");
+    a.on_own(Ok(Some((next, tok("v4")))), 0);
+    let s = a.on_lease(Ok(Some((lease("c", 10), tok("l")))), 50);
+    assert!(matches!(s, AcquireStep::Recover { session, .. } if session == "c.9"));
+    assert!(matches!(a.on_recovered(), AcquireStep::Cas { .. }));
+    assert_eq!(
+      a.on_write(WriteAnswer::Applied(tok("v5"))),
+      AcquireStep::ListLtx
+    );
     // This node's previous process: its own predecessor.
     let (mut a, _) = Acquire::new("C:1", "a", 0);
     a.set_session("a.2");
-    a.on_own(
+    let s = a.on_own(
       Ok(Some((
         OwnRecord::owned("a", 3).in_session("a.1"),
         tok("v3"),
       ))),
       0,
     );
-    assert!(matches!(
-      a.on_write(WriteAnswer::Applied(tok("v4"))),
-      AcquireStep::Recover { session, .. } if session == "a.1"
-    ));
+    assert!(matches!(s, AcquireStep::Recover { session, .. } if session == "a.1"));
     // The same session, a released record, or one without a session: none.
     for prior in [
       OwnRecord::owned("a", 3).in_session("a.2"),
@@ -527,11 +544,8 @@ mod tests {
     ] {
       let (mut a, _) = Acquire::new("C:1", "a", 0);
       a.set_session("a.2");
-      a.on_own(Ok(Some((prior, tok("v3")))), 0);
-      assert_eq!(
-        a.on_write(WriteAnswer::Applied(tok("v4"))),
-        AcquireStep::ListLtx
-      );
+      let s = a.on_own(Ok(Some((prior, tok("v3")))), 0);
+      assert!(matches!(s, AcquireStep::Cas { .. }), "{s:?}");
     }
   }
 

@@ -52,13 +52,16 @@ pub enum EnsembleFlaw {
   /// A follower answers calls meant for a log its node lost with its disk
   /// (its new, empty log passes for a complete one).
   IgnoreLogIdentity,
+  /// Write the ownership record first and recover after: a taker that dies
+  /// in between leaves a record naming only itself.
+  CasBeforeRecovery,
   /// A follower stores a batch that does not follow what it holds (as if
   /// the missing ones were pruned).
   AcceptGap,
 }
 
 impl EnsembleFlaw {
-  pub const ALL: [EnsembleFlaw; 9] = [
+  pub const ALL: [EnsembleFlaw; 10] = [
     EnsembleFlaw::AckOnFirstStore,
     EnsembleFlaw::TailWithoutSeal,
     EnsembleFlaw::RestoreBeforeRecovery,
@@ -68,6 +71,7 @@ impl EnsembleFlaw {
     EnsembleFlaw::EpochWithoutRecord,
     EnsembleFlaw::AcceptGap,
     EnsembleFlaw::IgnoreLogIdentity,
+    EnsembleFlaw::CasBeforeRecovery,
   ];
 }
 
@@ -245,6 +249,8 @@ struct Rec {
   answers: BTreeMap<String, MemberAnswer<Entry>>,
   asked: usize,
   restored: bool,
+  /// Its taker crashed: the acquisition ended with it.
+  abandoned: bool,
 }
 
 struct World {
@@ -455,14 +461,16 @@ impl World {
         answer,
       } => {
         self.recs[rec].answers.insert(member, answer);
-        if self.recs[rec].answers.len() == self.recs[rec].asked {
+        if self.recs[rec].answers.len() == self.recs[rec].asked && !self.recs[rec].abandoned {
           let answers = std::mem::take(&mut self.recs[rec].answers);
           let s = self.recs[rec].m.on_tails(&answers);
           self.drive(rec, s);
         }
       }
       Ev::Step { rec } => {
-        if let Some(s) = self.recs[rec].next.take() {
+        if let Some(s) = self.recs[rec].next.take()
+          && !self.recs[rec].abandoned
+        {
           self.drive(rec, s);
         }
       }
@@ -853,6 +861,14 @@ impl World {
         });
     }
     node.fsyncs.clear();
+    // Its acquisitions under way end with it.
+    for r in self.recs.iter_mut() {
+      if r.taker == n && !r.restored && !r.abandoned {
+        r.abandoned = true;
+        self.busy[r.cell] = false;
+      }
+    }
+    let node = &mut self.nodes[n];
     if wipe {
       // The disk is gone: a new, empty node log with a new identity.
       self.stats.wipes += 1;
@@ -926,10 +942,8 @@ impl World {
     self.stats.takeovers += 1;
     self.busy[c] = true;
     let tinc = self.nodes[t].inc;
-    // The acquisition (compare-and-swap of the ownership record) comes first.
-    self.own[c] = (t, session(t, tinc), prior.2 + 1);
-    if prior.0 != t {
-      self.prev[c] = Some(prior.0);
+    if self.flaw == Some(EnsembleFlaw::CasBeforeRecovery) {
+      self.cas_own(c, t, tinc, &prior);
     }
     // The stale owner keeps going until its lease runs out.
     if self.nodes[prior.0].up && session(prior.0, self.nodes[prior.0].inc) == prior.1 {
@@ -948,6 +962,7 @@ impl World {
       answers: BTreeMap::new(),
       asked: 0,
       restored: false,
+      abandoned: false,
     });
     if self.flaw == Some(EnsembleFlaw::RestoreBeforeRecovery) {
       self.restore(rec);
@@ -955,7 +970,18 @@ impl World {
     self.drive(rec, step);
   }
 
+  /// The acquisition's compare-and-swap of the ownership record.
+  fn cas_own(&mut self, c: usize, t: usize, tinc: u32, prior: &(usize, String, u64)) {
+    self.own[c] = (t, session(t, tinc), prior.2 + 1);
+    if prior.0 != t {
+      self.prev[c] = Some(prior.0);
+    }
+  }
+
   fn drive(&mut self, rec: usize, mut step: RecoveryStep<Entry>) {
+    if self.recs[rec].abandoned {
+      return;
+    }
     let key = self.recs[rec].prior.1.clone();
     loop {
       if self.trace {
@@ -1098,13 +1124,17 @@ impl World {
       self.recs[rec].taker,
       self.recs[rec].tinc,
     );
-    let e = self.recs[rec].prior.2;
-    let mut state = self.bases.get(&(c, e)).cloned().unwrap_or_default();
-    let mut txid = 1;
-    while let Some(&w) = self.ltx.get(&(c, e, txid)) {
-      state.push(w);
-      txid += 1;
+    let prior = self.recs[rec].prior.clone();
+    if self.flaw != Some(EnsembleFlaw::CasBeforeRecovery) {
+      if self.own[c] != prior {
+        // Another acquisition moved the record: this one's write fails.
+        self.busy[c] = false;
+        return;
+      }
+      self.cas_own(c, t, tinc, &prior);
     }
+    let e = prior.2;
+    let state = self.chain_state(c, e);
     let set: BTreeSet<u64> = state.iter().copied().collect();
     let missing: Vec<u64> = (self.acked.iter())
       .filter(|(w, (ac, ae, _))| *ac == c && *ae <= e && !set.contains(w))
@@ -1132,14 +1162,41 @@ impl World {
     }
   }
 
+  /// What a restore of epoch `e`'s chain reads: the state the epoch opened
+  /// with and its contiguous objects; an epoch that never opened (its taker
+  /// died after writing the record) holds nothing, and the chain goes on
+  /// below it.
+  fn chain_state(&self, c: usize, e: u64) -> Vec<u64> {
+    let Some(base) = self.bases.get(&(c, e)) else {
+      return if e > 1 {
+        self.chain_state(c, e - 1)
+      } else {
+        Vec::new()
+      };
+    };
+    let mut state = base.clone();
+    let mut txid = 1;
+    while let Some(&w) = self.ltx.get(&(c, e, txid)) {
+      state.push(w);
+      txid += 1;
+    }
+    state
+  }
+
+  /// Whether a loss record covers acknowledged write `w`: its own batch's
+  /// range, or that of a write before it in the same epoch of its cell (the
+  /// chain ends at the first write lost, and every later one goes with it).
   fn loss_covers(&self, w: u64) -> bool {
-    let Some((_, _, Some((s, e, q)))) = self.acked.get(&w) else {
+    let direct = |w: u64| {
+      let Some((_, _, Some((s, e, q)))) = self.acked.get(&w) else {
+        return false;
+      };
+      (self.losses.iter()).any(|(ls, le, from)| ls == s && le == e && q >= from)
+    };
+    let Some(&(c, e, _)) = self.acked.get(&w) else {
       return false;
     };
-    self
-      .losses
-      .iter()
-      .any(|(ls, le, from)| ls == s && le == e && q >= from)
+    (self.acked.range(..=w)).any(|(&w2, &(c2, e2, _))| c2 == c && e2 == e && direct(w2))
   }
 
   fn violation(&mut self, v: String) {
