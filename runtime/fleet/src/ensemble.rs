@@ -125,6 +125,10 @@ pub fn decode_entry(e: &[u8]) -> Result<Upload, String> {
 /// then fails (its log epoch closes), as one that refused would.
 const LOG_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Appends to one follower in flight at once: the durability rounds of a
+/// busy node overlap, and each waits for its own append only.
+const APPENDS_IN_FLIGHT: usize = 4;
+
 type Waiter = oneshot::Sender<Result<(), Vec<(String, String)>>>;
 
 /// A member's queue of appends: (log epoch, batch number, batch id).
@@ -435,39 +439,54 @@ impl Ensemble {
     let _ = tx.send((epoch, seq, id));
     queues.insert(member.to_string(), tx);
     let (me, member) = (self.clone(), member.to_string());
+    let slots = Arc::new(tokio::sync::Semaphore::new(APPENDS_IN_FLIGHT));
     tokio::spawn(async move {
       while let Some((epoch, seq, id)) = rx.recv().await {
-        let entries = me.entries.lock().unwrap().get(&id).cloned();
-        let answer = match (entries, me.address(&member), me.transport.get().cloned()) {
-          (Some(entries), Some(address), Some(t)) => {
-            let batch = Batch {
-              epoch,
-              seq,
-              entries: entries.as_ref().clone(),
-            };
-            let log = split_member(&member).1;
-            let append = t.append(&address, log, &me.node, &me.session, batch);
-            (tokio::time::timeout(LOG_CALL_TIMEOUT, append).await)
-              .unwrap_or_else(|_| Err("no answer in time".into()))
-          }
-          // Settled meanwhile (through the bucket): nothing to send.
-          (None, ..) => continue,
-          (_, None, _) => Err(format!("node {member} is not live")),
-          (.., None) => Err("no peer channel".into()),
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+          return;
         };
-        let out = {
-          let mut g = me.gate.lock().unwrap();
-          match answer {
-            Ok(a) => g.on_append(&member, epoch, a),
-            Err(e) => {
-              tracing::info!("follower {member} failed: {e}; its log epoch {epoch} closes");
-              g.on_member_error(&member, epoch)
-            }
-          }
-        };
-        me.perform(out);
+        let (me, member) = (me.clone(), member.clone());
+        // Sent in order, answered in any: the follower holds a batch that
+        // overtook its predecessor for a moment.
+        tokio::spawn(async move {
+          me.append(&member, epoch, seq, id).await;
+          drop(slot);
+        });
       }
     });
+  }
+
+  /// One append to one member, and what its answer settles.
+  async fn append(self: &Arc<Self>, member: &str, epoch: u32, seq: u64, id: u64) {
+    let entries = self.entries.lock().unwrap().get(&id).cloned();
+    let answer = match (entries, self.address(member), self.transport.get().cloned()) {
+      (Some(entries), Some(address), Some(t)) => {
+        let batch = Batch {
+          epoch,
+          seq,
+          entries: entries.as_ref().clone(),
+        };
+        let log = split_member(member).1;
+        let append = t.append(&address, log, &self.node, &self.session, batch);
+        (tokio::time::timeout(LOG_CALL_TIMEOUT, append).await)
+          .unwrap_or_else(|_| Err("no answer in time".into()))
+      }
+      // Settled meanwhile (through the bucket): nothing to send.
+      (None, ..) => return,
+      (_, None, _) => Err(format!("node {member} is not live")),
+      (.., None) => Err("no peer channel".into()),
+    };
+    let out = {
+      let mut g = self.gate.lock().unwrap();
+      match answer {
+        Ok(a) => g.on_append(member, epoch, a),
+        Err(e) => {
+          tracing::info!("follower {member} failed: {e}; its log epoch {epoch} closes");
+          g.on_member_error(member, epoch)
+        }
+      }
+    };
+    self.perform(out);
   }
 }
 

@@ -54,7 +54,7 @@ fn every_seed_keeps_every_acknowledged_write() {
 #[test]
 fn each_broken_variant_is_caught() {
   for flaw in EnsembleFlaw::ALL {
-    let caught = (0..10_000).find_map(|seed| run_ensemble(seed, Some(flaw)).err());
+    let caught = (0..30_000).find_map(|seed| run_ensemble(seed, Some(flaw)).err());
     let e = caught.unwrap_or_else(|| panic!("{flaw:?} was never caught"));
     eprintln!("{flaw:?}: {}", e.lines().next().unwrap());
   }

@@ -95,8 +95,11 @@ pub(crate) async fn handle(
   }
 }
 
-fn run(log: &Mutex<NodeLog>, op: &str, body: &[u8]) -> Result<(StatusCode, Vec<u8>), String> {
-  let mut log = log.lock().unwrap();
+/// How many 2 ms waits an append that overtook its predecessor gets.
+const GAP_WAIT_POLLS: u32 = 50;
+
+fn run(log_mutex: &Mutex<NodeLog>, op: &str, body: &[u8]) -> Result<(StatusCode, Vec<u8>), String> {
+  let mut log = log_mutex.lock().unwrap();
   if op == "append" {
     let (owner, session, expected, batch) = match cellhost_nodelog::decode_append(body) {
       Ok(a) => a,
@@ -105,9 +108,21 @@ fn run(log: &Mutex<NodeLog>, op: &str, body: &[u8]) -> Result<(StatusCode, Vec<u
     if let Err(refusal) = identity(&log, &expected) {
       return Ok(refusal);
     }
-    let a = log
-      .append(&owner, &session, batch)
-      .map_err(|e| format!("the node log: {e}"))?;
+    // The owner sends a follower several batches at once: one that overtook
+    // its predecessor on the way waits for it a moment before it is refused.
+    let mut waited = 0;
+    let a = loop {
+      let a = log
+        .append(&owner, &session, batch.clone())
+        .map_err(|e| format!("the node log: {e}"))?;
+      if !matches!(a, AppendAnswer::Gap { .. }) || waited >= GAP_WAIT_POLLS {
+        break a;
+      }
+      drop(log);
+      std::thread::sleep(std::time::Duration::from_millis(2));
+      waited += 1;
+      log = log_mutex.lock().unwrap();
+    };
     let json = match a {
       AppendAnswer::Stored { through } => serde_json::json!({ "stored": through }),
       AppendAnswer::Sealed => serde_json::json!({ "sealed": true }),

@@ -28,6 +28,9 @@ use super::follower::AppendAnswer;
 use super::record::{LogRecord, LogState};
 use crate::{ReadResult, Token, WriteAnswer};
 
+/// Members are told to prune once this many more batches are uploaded.
+pub const PRUNE_EVERY: u64 = 32;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
   /// Waiting for the record to name a log epoch.
@@ -492,7 +495,9 @@ impl FleetGate {
     };
     p.unuploaded.remove(&seq);
     let through = p.unuploaded.first().map_or(p.last_seq, |s| s - 1);
-    if through > p.pruned {
+    // Pruned in steps (or once closed): a call per round would double the
+    // followers' load.
+    if through >= p.pruned + PRUNE_EVERY || (p.closed && through > p.pruned) {
       p.pruned = through;
       for m in &p.members {
         out.prune.push((m.clone(), epoch, through));
@@ -626,10 +631,15 @@ mod tests {
     live(&mut g, &["b", "c"]);
     g.on_commit(1);
     g.on_record_write(applied("1"));
-    g.on_commit(2);
-    assert!(g.on_uploaded(2).prune.is_empty(), "1 is not uploaded yet");
+    let last = PRUNE_EVERY + 1;
+    for id in 2..=last {
+      g.on_commit(id);
+    }
+    for id in 2..=last {
+      assert!(g.on_uploaded(id).prune.is_empty(), "1 is not uploaded yet");
+    }
     let out = g.on_uploaded(1);
-    assert_eq!(out.prune, [("b".into(), 1, 2), ("c".into(), 1, 2)]);
+    assert_eq!(out.prune, [("b".into(), 1, last), ("c".into(), 1, last)]);
     // The closed epoch was uploaded whole: recorded drained at once.
     assert!(g.on_member_error("b", 1).write_record.is_some());
     g.on_record_write(applied("2"));
