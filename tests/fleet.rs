@@ -29,26 +29,6 @@ fn local(tag: &str) -> Fleet {
   )
 }
 
-fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
-  match request(
-    ch.addr,
-    "POST",
-    &format!("/increment?name={name}"),
-    &[],
-    b"",
-  ) {
-    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
-    _ => None,
-  }
-}
-
-fn count(ch: &Cellhost, name: &str) -> Option<u64> {
-  match request(ch.addr, "GET", &format!("/?name={name}"), &[], b"") {
-    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
-    _ => None,
-  }
-}
-
 /// Retries until the node serves `name` (a takeover waits for the old
 /// owner's lease to expire).
 fn wait_count(ch: &Cellhost, name: &str, within: Duration) -> u64 {
@@ -528,11 +508,6 @@ fn a_stored_alarm_fires_on_the_node_that_takes_the_cell_over() {
 
 /// A JSON record in a local bucket: its file is a version header, then the
 /// JSON.
-fn bucket_json(path: &std::path::Path) -> Option<serde_json::Value> {
-  let b = std::fs::read(path).ok()?;
-  serde_json::from_slice(&b[b.iter().position(|&c| c == b'{')?..]).ok()
-}
-
 /// The ownership record (node, epoch) of the only `Obj` cell in a local
 /// bucket.
 fn owner_of_obj(bucket: &std::path::Path) -> Option<(String, u64)> {

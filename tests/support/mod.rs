@@ -577,3 +577,33 @@ impl Bucketed {
     Cellhost::try_start_cmd(&all, &env).unwrap_or_else(|e| panic!("node {node}: {e}"))
   }
 }
+
+/// The counter example's `POST /increment?name=NAME`: the new count, or
+/// `None` when the node did not answer 200.
+pub fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(
+    ch.addr,
+    "POST",
+    &format!("/increment?name={name}"),
+    &[],
+    b"",
+  ) {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+/// The counter example's `GET /?name=NAME`.
+pub fn count(ch: &Cellhost, name: &str) -> Option<u64> {
+  match request(ch.addr, "GET", &format!("/?name={name}"), &[], b"") {
+    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
+    _ => None,
+  }
+}
+
+/// A JSON record of a local (`file://`) bucket: its files start with a
+/// small header.
+pub fn bucket_json(path: &Path) -> Option<serde_json::Value> {
+  let b = std::fs::read(path).ok()?;
+  serde_json::from_slice(&b[b.iter().position(|&c| c == b'{')?..]).ok()
+}

@@ -236,11 +236,6 @@ impl Fleet {
     self.ens.durability()
   }
 
-  /// This process's node-log session (`""` with bucket durability).
-  pub fn session(&self) -> &str {
-    &self.session
-  }
-
   pub fn node(&self) -> &str {
     &self.node
   }

@@ -166,7 +166,7 @@ impl NodeLog {
   ) -> io::Result<AppendAnswer> {
     let s = self.session(node, session)?;
     // On disk before the state says so: a failed write stores nothing.
-    if !s.log.is_sealed() && batch.seq == s.log.through(batch.epoch) + 1 {
+    if s.log.takes(&batch) {
       let bytes = encode_record(
         KIND_BATCH,
         batch.epoch,

@@ -161,8 +161,14 @@ impl<E: Clone> SessionLog<E> {
   }
 
   /// The contiguous end held of log epoch `epoch`.
-  pub fn through(&self, epoch: u32) -> u64 {
+  fn through(&self, epoch: u32) -> u64 {
     self.epochs.get(&epoch).map_or(0, |l| l.through)
+  }
+
+  /// Whether [`SessionLog::append`] would store `b` anew: the caller writes
+  /// it to disk first, so a failed write stores nothing.
+  pub fn takes(&self, b: &Batch<E>) -> bool {
+    !self.sealed && b.seq == self.through(b.epoch) + 1
   }
 
   /// Decides an append; on `Stored` the caller makes the batch durable
