@@ -49,8 +49,8 @@ nice -n 19 python3 bench/delay_proxy.py "$pport" "$mport" "$delay" &
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$pport/" && break; sleep 0.1; done
 
 # Two nodes: b follows a.
-pb=$(node b "$bport" "${s3[@]}" --bucket s3://fleet --node b); up "$bport" b
-pa=$(node a "$cport" "${s3[@]}" --bucket s3://fleet --node a); up "$cport" a
+pb=$(node b "$bport" "${s3[@]}" --bucket s3://fleet --node b --durability fleet); up "$bport" b
+pa=$(node a "$cport" "${s3[@]}" --bucket s3://fleet --node a --durability fleet); up "$cport" a
 sleep 2
 read -r f1 fp1 < <(load "$cport" 1); read -r f64 fp64 < <(load "$cport" 64)
 kill "$pa" "$pb" 2>/dev/null || true; wait "$pa" "$pb" 2>/dev/null || true

@@ -13,30 +13,11 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
-  match request(
-    ch.addr,
-    "POST",
-    &format!("/increment?name={name}"),
-    &[],
-    b"",
-  ) {
-    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
-    _ => None,
-  }
-}
-
-fn count(ch: &Cellhost, name: &str) -> Option<u64> {
-  match request(ch.addr, "GET", &format!("/?name={name}"), &[], b"") {
-    Ok(r) if r.status == 200 => Some(r.text().parse().unwrap()),
-    _ => None,
-  }
-}
-
-/// A JSON record of the local bucket (its files start with a small header).
-fn json(path: &Path) -> Option<serde_json::Value> {
-  let b = std::fs::read(path).ok()?;
-  serde_json::from_slice(&b[b.iter().position(|&c| c == b'{')?..]).ok()
+/// Counter nodes proving writes on their followers.
+fn fleet_nodes(tag: &str) -> Bucketed {
+  let mut f = Bucketed::new(tag, repo_root().join("examples/counter"));
+  f.extra = vec!["--durability".into(), "fleet".into()];
+  f
 }
 
 /// The directory of the only counter cell in the bucket.
@@ -77,7 +58,7 @@ fn point(link: &Path, to: &Path) {
 
 #[test]
 fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
-  let f = Bucketed::new("ensemble", repo_root().join("examples/counter"));
+  let f = fleet_nodes("ensemble");
   let bucket = f.dir.join("bucket");
   // Node a reaches the bucket through a link the test can cut.
   let link = f.dir.join("a-link");
@@ -89,7 +70,7 @@ fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
     dir: f.dir.clone(),
     bucket: format!("file://{}", link.display()),
     worker: f.worker.clone(),
-    extra: vec![],
+    extra: f.extra.clone(),
     env: vec![],
   };
   let a = via_link.run("a");
@@ -103,14 +84,14 @@ fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
     "a never reported a fleet proof",
     Duration::from_secs(10),
     || {
-      json(&telemetry).filter(|t| {
+      bucket_json(&telemetry).filter(|t| {
         t["durability"]
           .as_str()
           .is_some_and(|d| d.starts_with("fleet (b@"))
       })
     },
   );
-  let own = json(&cell_dir(&bucket).join("own.json"));
+  let own = bucket_json(&cell_dir(&bucket).join("own.json"));
   let sessions: Vec<_> = std::fs::read_dir(f.data("b").join("nodelog/a"))
     .unwrap()
     .collect();
@@ -155,14 +136,14 @@ fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
   });
   assert_eq!(have, acked, "acknowledged writes were lost:\n{}", b.log());
   let session = own.unwrap()["session"].as_str().unwrap().to_string();
-  let record = json(&bucket.join(format!("log/a/{session}.json"))).expect("a's log record");
+  let record = bucket_json(&bucket.join(format!("log/a/{session}.json"))).expect("a's log record");
   assert_eq!(record["state"], "sealed", "{record}");
   assert_eq!(incr(&b, "x"), Some(acked + 1));
 }
 
 #[test]
 fn the_tail_endpoint_speaks_clt1_and_clt2_behind_the_secret() {
-  let f = Bucketed::new("tailfmt", repo_root().join("examples/counter"));
+  let f = fleet_nodes("tailfmt");
   let bucket = f.dir.join("bucket");
   let b = f.run("b");
   let a = f.run("a");
@@ -170,15 +151,15 @@ fn the_tail_endpoint_speaks_clt1_and_clt2_behind_the_secret() {
   for _ in 0..3 {
     incr(&a, "x").unwrap_or_else(|| panic!("{}", a.log()));
   }
-  let own = json(&cell_dir(&bucket).join("own.json")).unwrap();
+  let own = bucket_json(&cell_dir(&bucket).join("own.json")).unwrap();
   let (owner, session) = (
     own["node"].as_str().unwrap().to_string(),
     own["session"].as_str().unwrap().to_string(),
   );
   let follower = if owner == "a" { "b" } else { "a" };
-  let lease = json(&bucket.join(format!("nodes/{follower}.json"))).unwrap();
+  let lease = bucket_json(&bucket.join(format!("nodes/{follower}.json"))).unwrap();
   let addr: std::net::SocketAddr = lease["address"].as_str().unwrap().parse().unwrap();
-  let secret = json(&bucket.join("fleet/secret.json")).unwrap()["secret"]
+  let secret = bucket_json(&bucket.join("fleet/secret.json")).unwrap()["secret"]
     .as_str()
     .unwrap()
     .to_string();
