@@ -169,9 +169,8 @@ struct RunArgs {
   /// `fleet` (one or two other live nodes fsync it to their node logs; the
   /// bucket upload follows in the background) or `bucket` (upload, then
   /// re-read the ownership record). A node with no other live node uses
-  /// the bucket proof either way. `bucket` is the default until a fleet-wide
-  /// stall the fault lab's soak found under fleet proofs is understood.
-  #[arg(long, default_value = "bucket", requires = "bucket")]
+  /// the bucket proof either way. `fleet` is the default, as the seeds say.
+  #[arg(long, default_value = "fleet", requires = "bucket")]
   durability: cellhost_fleet::DurabilityMode,
   /// Where the Worker's outbound connections (fetch, WebSocket clients) may
   /// go: `all` (as `wrangler dev`), `public` (no loopback, private,

@@ -25,6 +25,7 @@ use cellhost_logic::ensemble::recovery::{
   MemberAnswer, RECOVERY_RETRIES, RECOVERY_RETRY_MS, Recovery, RecoveryStep,
 };
 use cellhost_logic::restore::LtxKey;
+use futures::future::{FutureExt, Shared};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::codec::{answer, log_json, parse_log, store_err, token, version};
@@ -160,7 +161,13 @@ pub(crate) struct Ensemble {
   /// Uploads not yet in the bucket, per cell.
   unuploaded: Mutex<HashMap<String, usize>>,
   uploaded: Notify,
+  /// Recoveries in progress, by `node/session`: a dead session's cells are
+  /// taken at once, and one recovery serves them all.
+  recoveries: Mutex<HashMap<String, RecoveryRun>>,
 }
+
+/// One recovery, awaited by every cell of the session it recovers.
+type RecoveryRun = Shared<BoxFuture<Result<(), String>>>;
 
 impl Ensemble {
   pub(crate) fn new(bucket: Bucket, node: &str, session: &str, mode: DurabilityMode) -> Arc<Self> {
@@ -179,6 +186,7 @@ impl Ensemble {
       live: Default::default(),
       unuploaded: Default::default(),
       uploaded: Notify::new(),
+      recoveries: Default::default(),
     })
   }
 
@@ -319,6 +327,35 @@ impl Ensemble {
     self.uploads.lock().unwrap().remove(&id);
     let out = self.gate.lock().unwrap().on_uploaded(id);
     self.perform(out);
+  }
+
+  /// The takeover recovery gate for `node`'s session `session` ([`recover`]),
+  /// run by `me` once however many of the session's cells wait for it.
+  pub(crate) async fn recover(
+    &self,
+    bucket: &Bucket,
+    me: &str,
+    node: &str,
+    session: &str,
+  ) -> Result<(), String> {
+    let key = format!("{node}/{session}");
+    let run = {
+      let mut running = self.recoveries.lock().unwrap();
+      let start = || {
+        let (bucket, t) = (bucket.clone(), self.transport());
+        let (me, node, session) = (me.to_string(), node.to_string(), session.to_string());
+        let f: BoxFuture<Result<(), String>> =
+          Box::pin(async move { recover(&bucket, t, &me, &node, &session).await });
+        f.shared()
+      };
+      running.entry(key.clone()).or_insert_with(start).clone()
+    };
+    let r = run.clone().await;
+    let mut running = self.recoveries.lock().unwrap();
+    if running.get(&key).is_some_and(|f| f.ptr_eq(&run)) {
+      running.remove(&key);
+    }
+    r
   }
 
   /// Waits until every upload of `scope` is in the bucket.
@@ -525,6 +562,7 @@ pub(crate) async fn recover(
   session: &str,
 ) -> Result<(), String> {
   let key = log_record_key(node, session);
+  let started = std::time::Instant::now();
   let (mut m, mut step) =
     Recovery::<Entry>::new(node, session, me, RECOVERY_RETRY_MS, RECOVERY_RETRIES);
   loop {
@@ -606,8 +644,12 @@ pub(crate) async fn recover(
         *then
       }
       RecoveryStep::Done { recovered, loss } => {
-        if recovered > 0 || !loss.is_empty() {
-          tracing::info!("recovered {recovered} entries of {node}'s log session {session}");
+        let took = started.elapsed();
+        if recovered > 0 || !loss.is_empty() || took.as_secs() > 0 {
+          tracing::info!(
+            "recovered {recovered} entries of {node}'s log session {session} in {} ms",
+            took.as_millis()
+          );
         }
         return Ok(());
       }

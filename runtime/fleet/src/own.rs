@@ -117,7 +117,8 @@ pub(crate) async fn acquire(
         node: prior,
         session: prior_session,
       } => {
-        crate::ensemble::recover(bucket, ens.transport(), node, &prior, &prior_session)
+        ens
+          .recover(bucket, node, &prior, &prior_session)
           .await
           .map_err(|e| format!("{scope}: {e}"))?;
         acq.on_recovered()

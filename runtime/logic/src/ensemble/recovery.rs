@@ -176,6 +176,9 @@ pub struct Recovery<E> {
   recovered: usize,
   loss: Vec<(u32, u64)>,
   entries: Vec<E>,
+  /// The record whose log epochs this recovery sealed, gathered and
+  /// uploaded; set once only the final compare-and-swap is left.
+  gathered: Option<LogRecord>,
 }
 
 impl<E: Clone + Ord> Recovery<E> {
@@ -198,6 +201,7 @@ impl<E: Clone + Ord> Recovery<E> {
       recovered: 0,
       loss: Vec::new(),
       entries: Vec::new(),
+      gathered: None,
     };
     (r, RecoveryStep::ReadRecord)
   }
@@ -235,7 +239,25 @@ impl<E: Clone + Ord> Recovery<E> {
     match prior_log(Some(&record)) {
       PriorLog::Sealed => self.done(),
       PriorLog::Absent => unreachable!("a record was read"),
+      // Another recovery fenced the record after this one gathered it: the
+      // same log epochs, already recovered here, so seal it as it stands.
+      PriorLog::NeedsRecovery
+        if self
+          .gathered
+          .as_ref()
+          .is_some_and(|g| g.epochs == record.epochs) =>
+      {
+        self.phase = Phase::Sealing;
+        RecoveryStep::Cas {
+          record: LogRecord {
+            state: LogState::Sealed,
+            ..record
+          },
+          token,
+        }
+      }
       PriorLog::NeedsRecovery => {
+        self.gathered = None;
         let fenced = LogRecord {
           state: LogState::Recovering {
             by: self.me.clone(),
@@ -348,6 +370,7 @@ impl<E: Clone + Ord> Recovery<E> {
       }
       Phase::Uploading(record, token) | Phase::Losing(record, token) => {
         self.phase = Phase::Sealing;
+        self.gathered = Some(record.clone());
         RecoveryStep::Cas {
           record: LogRecord {
             state: LogState::Sealed,
@@ -515,5 +538,77 @@ mod tests {
       m.on_record(Err(crate::StoreError("x".into()))),
       RecoveryStep::Failed(_)
     ));
+  }
+
+  /// Drives `m` from a SealTails step through a certified tail and the
+  /// upload to its final compare-and-swap.
+  fn gather_to_seal(m: &mut Recovery<u64>, s: RecoveryStep<u64>) -> (LogRecord, Token) {
+    assert!(matches!(s, RecoveryStep::SealTails { .. }), "{s:?}");
+    let s = m.on_tails(&answers(vec![("b", ranged(2, true))]));
+    assert!(matches!(s, RecoveryStep::Upload { .. }), "{s:?}");
+    let RecoveryStep::Cas { record, token } = m.on_uploaded(true) else {
+      panic!()
+    };
+    assert_eq!(record.state, LogState::Sealed);
+    (record, token)
+  }
+
+  #[test]
+  fn a_recovery_beaten_by_another_fence_seals_what_it_gathered() {
+    let fenced_by = |by: &str| LogRecord {
+      state: LogState::Recovering { by: by.into() },
+      ..rec(&["b"])
+    };
+    let (mut a, _) = Recovery::<u64>::new("a", "a.1", "x", 1000, 3);
+    let (mut b, _) = Recovery::<u64>::new("a", "a.1", "y", 1000, 3);
+    // x fences and gathers; y fences over it before x's final write.
+    assert!(matches!(
+      a.on_record(Ok(Some((rec(&["b"]), Token::new("1"))))),
+      RecoveryStep::Cas { .. }
+    ));
+    let s = a.on_write(WriteAnswer::Applied(Token::new("2")));
+    let (_, t) = gather_to_seal(&mut a, s);
+    assert_eq!(t, Token::new("2"));
+    assert!(matches!(
+      b.on_record(Ok(Some((fenced_by("x"), Token::new("2"))))),
+      RecoveryStep::Cas { .. }
+    ));
+    let s = b.on_write(WriteAnswer::Applied(Token::new("3")));
+    // x's seal loses; it reads y's fence over the same log epochs and seals
+    // that, instead of fencing again (which would restart y in turn).
+    assert_eq!(a.on_write(WriteAnswer::Rejected), RecoveryStep::ReadRecord);
+    let RecoveryStep::Cas { record, token } =
+      a.on_record(Ok(Some((fenced_by("y"), Token::new("3")))))
+    else {
+      panic!()
+    };
+    assert_eq!((record.state, token), (LogState::Sealed, Token::new("3")));
+    assert!(matches!(
+      a.on_write(WriteAnswer::Applied(Token::new("4"))),
+      RecoveryStep::Done { recovered: 2, .. }
+    ));
+    // y finishes its own work, loses its seal and reads the record sealed.
+    let _ = gather_to_seal(&mut b, s);
+    assert_eq!(b.on_write(WriteAnswer::Rejected), RecoveryStep::ReadRecord);
+    assert!(matches!(
+      b.on_record(Ok(Some((LogRecord::sealed("a", "a.1"), Token::new("4"))))),
+      RecoveryStep::Done { .. }
+    ));
+
+    // A record whose log epochs differ from those gathered is fenced and
+    // gathered again.
+    let (mut c, _) = Recovery::<u64>::new("a", "a.1", "x", 1000, 3);
+    let _ = c.on_record(Ok(Some((rec(&["b"]), Token::new("1")))));
+    let s = c.on_write(WriteAnswer::Applied(Token::new("2")));
+    let _ = gather_to_seal(&mut c, s);
+    assert_eq!(c.on_write(WriteAnswer::Ambiguous), RecoveryStep::ReadRecord);
+    let other = LogRecord {
+      state: LogState::Recovering { by: "y".into() },
+      ..rec(&["b"]).with_epoch(vec!["d".into()])
+    };
+    let RecoveryStep::Cas { record, .. } = c.on_record(Ok(Some((other, Token::new("3"))))) else {
+      panic!()
+    };
+    assert_eq!(record.state, LogState::Recovering { by: "x".into() });
   }
 }
