@@ -2,7 +2,10 @@
 //! once its follower fsynced them to its node log, keeps acknowledging
 //! while the bucket is cut off from it, and when it dies the node that
 //! takes its cell over seals its log session and recovers those writes from
-//! the follower's disk before it restores. Also the `/peer/log/tail`
+//! the follower's disk before it restores, and the follower then drops its
+//! copy of the recovered session; a recovery whose only follower is down
+//! waits for it within its budget (`--recovery-retry-ms`,
+//! `--recovery-retries`). Also the `/peer/log/tail`
 //! formats (`tail_format` absent or 1: `CLT1`, 2: `CLT2`, else 400) behind
 //! the fleet secret.
 
@@ -139,6 +142,16 @@ fn fleet_acknowledged_writes_survive_the_owner_and_its_lost_uploads() {
   let record = bucket_json(&bucket.join(format!("log/a/{session}.json"))).expect("a's log record");
   assert_eq!(record["state"], "sealed", "{record}");
   assert_eq!(incr(&b, "x"), Some(acked + 1));
+  // Its copy of a's recovered session is dropped; the directory stays,
+  // sealed, as a tombstone.
+  let copy = f.data("b").join("nodelog/a").join(&session);
+  wait_for(
+    "b kept its copy of a's recovered log session",
+    Duration::from_secs(30),
+    || copy.join("dropped").exists().then_some(()),
+  );
+  assert!(copy.join("sealed").exists());
+  assert_eq!(std::fs::metadata(copy.join("log")).unwrap().len(), 0);
 }
 
 #[test]
@@ -197,4 +210,60 @@ fn the_tail_endpoint_speaks_clt1_and_clt2_behind_the_secret() {
   let r = ask(Some("3".into()), true);
   assert_eq!(r.status, 400, "{}", r.text());
   drop((a, b));
+}
+
+#[test]
+fn a_recovery_waits_for_a_follower_within_its_budget() {
+  let f = fleet_nodes("budget");
+  let b = f.run("b");
+  let a = f.run("a");
+  let mut acked = 0;
+  for _ in 0..10 {
+    acked = incr(&a, "x").unwrap_or_else(|| panic!("{}", a.log()));
+  }
+  let bucket = f.dir.join("bucket");
+  let own = bucket_json(&cell_dir(&bucket).join("own.json")).unwrap();
+  assert_eq!(own["node"], "a");
+  let session = own["session"].as_str().unwrap().to_string();
+  let record = wait_for(
+    "a never named b in its log record",
+    Duration::from_secs(10),
+    || bucket_json(&bucket.join(format!("log/a/{session}.json"))),
+  );
+  assert_eq!(record["state"], "open", "{record}");
+  // The owner and its only follower die: a's session can be recovered only
+  // from b's disk.
+  drop(a);
+  drop(b);
+  let mut extra = f.extra.clone();
+  extra.extend(["--recovery-retry-ms", "200", "--recovery-retries", "5"].map(String::from));
+  let short = Bucketed {
+    dir: f.dir.clone(),
+    bucket: f.bucket.clone(),
+    worker: f.worker.clone(),
+    extra,
+    env: vec![],
+  };
+  let c = short.run("c");
+  // Once a's lease lapsed, c's activation waits on the recovery, which
+  // gives up after its five attempts; nothing is served without it.
+  let gave_up = "did not complete after 5 attempts";
+  wait_for(
+    "c's recovery never gave up",
+    Duration::from_secs(30),
+    || {
+      assert_eq!(count(&c, "x"), None, "served without a's log:\n{}", c.log());
+      c.log().contains(gave_up).then_some(())
+    },
+  );
+  let record = bucket_json(&bucket.join(format!("log/a/{session}.json"))).unwrap();
+  assert_ne!(record["state"], "sealed", "{record}");
+  // b comes back with its disk: the next activation recovers from it.
+  let b = f.run("b");
+  let have = wait_for("c never served x", Duration::from_secs(30), || {
+    count(&c, "x")
+  });
+  assert_eq!(have, acked, "{}\n{}", c.log(), b.log());
+  let record = bucket_json(&bucket.join(format!("log/a/{session}.json"))).unwrap();
+  assert_eq!(record["state"], "sealed", "{record}");
 }

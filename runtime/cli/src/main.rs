@@ -172,6 +172,15 @@ struct RunArgs {
   /// the bucket proof either way. `fleet` is the default, as the seeds say.
   #[arg(long, default_value = "fleet", requires = "bucket")]
   durability: cellhost_fleet::DurabilityMode,
+  /// The takeover recovery gate: how long a failed recovery of a dead
+  /// node's log session waits before it tries again (the waiting requests
+  /// keep waiting).
+  #[arg(long, default_value_t = cellhost_fleet::RECOVERY_RETRY_MS, requires = "bucket")]
+  recovery_retry_ms: u64,
+  /// How many recovery attempts the waiting requests sit through before
+  /// they fail with a resolve error.
+  #[arg(long, default_value_t = cellhost_fleet::RECOVERY_RETRIES, requires = "bucket")]
+  recovery_retries: u32,
   /// Where the Worker's outbound connections (fetch, WebSocket clients) may
   /// go: `all` (as `wrangler dev`), `public` (no loopback, private,
   /// link-local or metadata addresses, checked after DNS and on every
@@ -409,6 +418,8 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
         })?,
       )
       .map_err(anyhow::Error::msg)?;
+      (fleet.set_recovery_budget(args.recovery_retry_ms, args.recovery_retries))
+        .map_err(|e| anyhow::anyhow!("--recovery-retry-ms / --recovery-retries: {e}"))?;
       if args.ltx_retention_secs > 0 {
         (fleet.collect_epochs(args.ltx_retention_secs.saturating_mul(1000)))
           .map_err(anyhow::Error::msg)?;

@@ -25,6 +25,7 @@ use cellhost_logic::ensemble::recovery::{
   MemberAnswer, RECOVERY_RETRIES, RECOVERY_RETRY_MS, Recovery, RecoveryStep,
 };
 use cellhost_logic::restore::LtxKey;
+use futures::StreamExt;
 use futures::future::{FutureExt, Shared};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -130,6 +131,21 @@ const LOG_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// busy node overlap, and each waits for its own append only.
 const APPENDS_IN_FLIGHT: usize = 4;
 
+/// Rounds uploading at once: a slow bucket gets a queue, not a request per
+/// round.
+const UPLOADS_IN_FLIGHT: usize = 16;
+
+/// The most bytes of proven rounds not yet in the bucket. A round waits
+/// for room before it goes to the followers, so a bucket slower than the
+/// writes slows acknowledgements down instead of growing this node's
+/// memory and its followers' logs without end: a recovery never gathers
+/// more than about this (plus the rounds not yet pruned), well within the
+/// seeds' 512 MiB window.
+const BACKLOG_BYTES: u64 = 128 << 20;
+
+/// How long a round waits for room before it fails (not acknowledged).
+const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 type Waiter = oneshot::Sender<Result<(), Vec<(String, String)>>>;
 
 /// A member's queue of appends: (log epoch, batch number, batch id).
@@ -164,6 +180,14 @@ pub(crate) struct Ensemble {
   /// Recoveries in progress, by `node/session`: a dead session's cells are
   /// taken at once, and one recovery serves them all.
   recoveries: Mutex<HashMap<String, RecoveryRun>>,
+  /// A recovery's pause between attempts (ms) and its attempts
+  /// (`--recovery-retry-ms`, `--recovery-retries`).
+  recovery_budget: Mutex<(u64, u32)>,
+  /// Bytes of proven or proving rounds not yet uploaded, and the most
+  /// allowed ([`BACKLOG_BYTES`]).
+  backlog: Mutex<u64>,
+  backlog_limit: u64,
+  upload_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// One recovery, awaited by every cell of the session it recovers.
@@ -187,7 +211,15 @@ impl Ensemble {
       unuploaded: Default::default(),
       uploaded: Notify::new(),
       recoveries: Default::default(),
+      recovery_budget: Mutex::new((RECOVERY_RETRY_MS, RECOVERY_RETRIES)),
+      backlog: Mutex::new(0),
+      backlog_limit: BACKLOG_BYTES,
+      upload_slots: Arc::new(tokio::sync::Semaphore::new(UPLOADS_IN_FLIGHT)),
     })
+  }
+
+  pub(crate) fn set_recovery_budget(&self, retry_ms: u64, retries: u32) {
+    *self.recovery_budget.lock().unwrap() = (retry_ms, retries);
   }
 
   pub(crate) fn set_transport(&self, t: Arc<dyn LogTransport>) {
@@ -248,6 +280,18 @@ impl Ensemble {
         Err(failed)
       };
     }
+    let size: u64 = uploads.iter().map(|u| u.bytes.len() as u64).sum();
+    if tokio::time::timeout(BACKLOG_WAIT, self.room_for(size))
+      .await
+      .is_err()
+    {
+      let behind = *self.backlog.lock().unwrap() >> 20;
+      let why =
+        format!("the bucket is too far behind: {behind} MiB of proven writes are not uploaded yet");
+      let mut scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
+      scopes.dedup();
+      return Err(scopes.into_iter().map(|s| (s, why.clone())).collect());
+    }
     let id = self.next_id.fetch_add(1, Ordering::SeqCst);
     let (tx, rx) = oneshot::channel();
     let mut cells: Vec<(String, u64)> = Vec::new();
@@ -289,9 +333,27 @@ impl Ensemble {
     })
   }
 
+  /// Waits until the backlog has room for `size` more bytes, then takes
+  /// it. A round larger than the whole allowance goes alone.
+  async fn room_for(&self, size: u64) {
+    loop {
+      let wait = self.uploaded.notified();
+      {
+        let mut b = self.backlog.lock().unwrap();
+        if *b == 0 || *b + size <= self.backlog_limit {
+          *b += size;
+          return;
+        }
+      }
+      wait.await;
+    }
+  }
+
   /// The round's objects to the bucket, retried until they land: once the
   /// fleet proved them, the node logs hold them only until then.
   async fn upload(self: Arc<Self>, id: u64, uploads: Arc<Vec<Upload>>) {
+    let size: u64 = uploads.iter().map(|u| u.bytes.len() as u64).sum();
+    let _slot = self.upload_slots.clone().acquire_owned().await;
     let mut pause = 100;
     loop {
       let puts = uploads.iter().map(|u| {
@@ -312,6 +374,7 @@ impl Ensemble {
       }
       break;
     }
+    *self.backlog.lock().unwrap() -= size;
     {
       let mut un = self.unuploaded.lock().unwrap();
       for u in uploads.iter() {
@@ -344,8 +407,9 @@ impl Ensemble {
       let start = || {
         let (bucket, t) = (bucket.clone(), self.transport());
         let (me, node, session) = (me.to_string(), node.to_string(), session.to_string());
+        let budget = *self.recovery_budget.lock().unwrap();
         let f: BoxFuture<Result<(), String>> =
-          Box::pin(async move { recover(&bucket, t, &me, &node, &session).await });
+          Box::pin(async move { recover(&bucket, t, &me, &node, &session, budget).await });
         f.shared()
       };
       running.entry(key.clone()).or_insert_with(start).clone()
@@ -553,18 +617,19 @@ pub(crate) async fn live_nodes(
   out
 }
 
-/// The takeover recovery gate for `node`'s session `session`, run by `me`.
+/// The takeover recovery gate for `node`'s session `session`, run by `me`,
+/// with `(retry_ms, retries)` as its budget.
 pub(crate) async fn recover(
   bucket: &Bucket,
   transport: Option<Arc<dyn LogTransport>>,
   me: &str,
   node: &str,
   session: &str,
+  (retry_ms, retries): (u64, u32),
 ) -> Result<(), String> {
   let key = log_record_key(node, session);
   let started = std::time::Instant::now();
-  let (mut m, mut step) =
-    Recovery::<Entry>::new(node, session, me, RECOVERY_RETRY_MS, RECOVERY_RETRIES);
+  let (mut m, mut step) = Recovery::<Entry>::new(node, session, me, retry_ms, retries);
   loop {
     step = match step {
       RecoveryStep::ReadRecord => {
@@ -582,42 +647,59 @@ pub(crate) async fn recover(
         bucket.cas(&key, log_json(&record), &version(&token)).await,
       )?),
       RecoveryStep::SealTails { members } => {
-        let mut answers = std::collections::BTreeMap::new();
-        for member in members {
-          let (at, log) = split_member(&member);
-          let a = match (&transport, own::read_lease(bucket, at).await) {
-            (Some(t), Ok(Some((l, _)))) if !l.address.is_empty() => match tokio::time::timeout(
-              LOG_CALL_TIMEOUT,
-              t.seal_tail(&l.address, log, node, session),
-            )
-            .await
-            .unwrap_or_else(|_| Err("no answer in time".into()))
-            {
-              Ok(Some(tail)) => MemberAnswer::Tail(tail),
-              Ok(None) => MemberAnswer::Gone,
-              Err(e) => {
-                tracing::info!("recovering {node}'s log session {session}: follower {member}: {e}");
-                MemberAnswer::Failed
-              }
-            },
-            _ => MemberAnswer::Failed,
-          };
-          answers.insert(member, a);
-        }
-        m.on_tails(&answers)
+        // All members at once: a dead one costs one timeout, not one each.
+        let ask = |member: String| {
+          let transport = transport.clone();
+          async move {
+            let (at, log) = split_member(&member);
+            let a = match (&transport, own::read_lease(bucket, at).await) {
+              (Some(t), Ok(Some((l, _)))) if !l.address.is_empty() => match tokio::time::timeout(
+                LOG_CALL_TIMEOUT,
+                t.seal_tail(&l.address, log, node, session),
+              )
+              .await
+              .unwrap_or_else(|_| Err("no answer in time".into()))
+              {
+                Ok(Some(tail)) => MemberAnswer::Tail(tail),
+                Ok(None) => MemberAnswer::Gone,
+                Err(e) => {
+                  tracing::info!(
+                    "recovering {node}'s log session {session}: follower {member}: {e}"
+                  );
+                  MemberAnswer::Failed
+                }
+              },
+              _ => MemberAnswer::Failed,
+            };
+            (member, a)
+          }
+        };
+        let answers = futures::future::join_all(members.into_iter().map(ask)).await;
+        m.on_tails(&answers.into_iter().collect())
       }
       RecoveryStep::Upload { entries } => {
-        let mut ok = true;
-        for e in &entries {
-          match decode_entry(e) {
-            Ok(u) => {
-              let k = LtxKey::l0(u.epoch, u.txid).object_key(&u.scope);
-              ok &= bucket.put(&k, u.bytes).await.is_ok();
+        // Eight PUTs in flight: nothing reads these objects before the
+        // record is sealed, so their order does not matter.
+        let put = |e: &Entry| {
+          let u = decode_entry(e);
+          async move {
+            match u {
+              Ok(u) => {
+                let k = LtxKey::l0(u.epoch, u.txid).object_key(&u.scope);
+                bucket.put(&k, u.bytes).await.is_ok()
+              }
+              Err(e) => {
+                tracing::warn!("recovering {node}'s log session {session}: {e}; skipped");
+                true
+              }
             }
-            Err(e) => tracing::warn!("recovering {node}'s log session {session}: {e}; skipped"),
           }
-        }
-        m.on_uploaded(ok)
+        };
+        let done: Vec<bool> = futures::stream::iter(entries.iter().map(put))
+          .buffer_unordered(8)
+          .collect()
+          .await;
+        m.on_uploaded(done.into_iter().all(|ok| ok))
       }
       RecoveryStep::WriteLoss { loss } => {
         let body = serde_json::json!({
@@ -657,6 +739,10 @@ pub(crate) async fn recover(
     };
   }
 }
+
+#[cfg(test)]
+#[path = "ensemble_backlog_tests.rs"]
+mod backlog_tests;
 
 #[cfg(test)]
 mod tests {

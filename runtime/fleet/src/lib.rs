@@ -36,6 +36,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use cellhost_bucket::{Bucket, BucketOptions};
 use cellhost_logic::Token;
 pub use cellhost_logic::ensemble::owner::Durability;
+pub use cellhost_logic::ensemble::recovery::{RECOVERY_RETRIES, RECOVERY_RETRY_MS};
 pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 use cellhost_logic::restore::LtxKey;
@@ -231,6 +232,17 @@ impl Fleet {
     self.ens.set_transport(t);
   }
 
+  /// The takeover recovery gate's budget: a failed attempt is retried
+  /// after `retry_ms`, and the cells waiting on it fail only after
+  /// `retries` attempts.
+  pub fn set_recovery_budget(&self, retry_ms: u64, retries: u32) -> Result<(), String> {
+    if retry_ms == 0 || retries == 0 {
+      return Err("the recovery retry pause and the number of attempts must be above 0".into());
+    }
+    self.ens.set_recovery_budget(retry_ms, retries);
+    Ok(())
+  }
+
   /// How this node proves writes durable now.
   pub fn durability(&self) -> Durability {
     self.ens.durability()
@@ -238,6 +250,20 @@ impl Fleet {
 
   pub fn node(&self) -> &str {
     &self.node
+  }
+
+  /// Whether `node`'s log session `session` is sealed in the bucket: its
+  /// recovery uploaded what the followers held, so their copies may go.
+  pub async fn log_session_sealed(&self, node: &str, session: &str) -> Result<bool, String> {
+    let key = cellhost_logic::ensemble::record::log_record_key(node, session);
+    match self.bucket.get(&key).await {
+      Ok(Some((b, _))) => Ok(
+        codec::parse_log(&b).map_err(|e| e.0)?.state
+          == cellhost_logic::ensemble::record::LogState::Sealed,
+      ),
+      Ok(None) => Ok(false),
+      Err(e) => Err(e.to_string()),
+    }
   }
 
   pub fn bucket(&self) -> &Bucket {

@@ -4,8 +4,11 @@
 //! what a restart can certify) are `cellhost_logic::ensemble::follower`'s;
 //! this crate keeps their bytes.
 //!
-//! Layout: `<dir>/<owner node>/<session>/log` (records appended in order)
-//! and `<dir>/<owner node>/<session>/sealed` (present once sealed). A
+//! Layout: `<dir>/<owner node>/<session>/log` (records appended in order),
+//! `<dir>/<owner node>/<session>/sealed` (present once sealed) and
+//! `<dir>/<owner node>/<session>/dropped` (present once the session's
+//! recovery completed and its records were dropped; the directory stays as
+//! a tombstone, so a stale owner's append is still refused as sealed). A
 //! record is a 21-byte header — kind (1 batch, 2 prune mark), log epoch
 //! (u32), batch number or prune end (u64), body length (u32), then the
 //! CRC-32C of those 17 bytes — then the body and its CRC-32C. A batch body
@@ -40,6 +43,8 @@ pub(crate) const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 struct Session {
   file: File,
   log: SessionLog<Entry>,
+  /// Sealed, its recovery complete, its records gone ([`NodeLog::drop_sealed`]).
+  dropped: bool,
 }
 
 /// The identity of the node log under `dir`, created on first use: random,
@@ -115,10 +120,14 @@ impl NodeLog {
         };
         let path = s.path();
         let sealed = path.join("sealed").exists();
-        let bytes = std::fs::read(path.join("log"))?;
+        let dropped = sealed && path.join("dropped").exists();
+        let bytes = match dropped {
+          true => Vec::new(),
+          false => std::fs::read(path.join("log"))?,
+        };
         let log = SessionLog::restored(sealed, scan(&bytes));
         let file = OpenOptions::new().append(true).open(path.join("log"))?;
-        sessions.insert((n, id), Session { file, log });
+        sessions.insert((n, id), Session { file, log, dropped });
       }
     }
     Ok(NodeLog {
@@ -150,6 +159,7 @@ impl NodeLog {
         Session {
           file,
           log: SessionLog::new(),
+          dropped: false,
         },
       );
     }
@@ -198,6 +208,9 @@ impl NodeLog {
   pub fn prune(&mut self, node: &str, session: &str, epoch: u32, through: u64) -> io::Result<()> {
     let dir = self.dir.join(checked(node)?).join(checked(session)?);
     let s = self.session(node, session)?;
+    if s.dropped {
+      return Ok(());
+    }
     s.file
       .write_all(&encode_record(KIND_PRUNE, epoch, through, &[]))?;
     s.log.prune(epoch, through);
@@ -227,7 +240,55 @@ impl NodeLog {
     format: TailFormat,
   ) -> Result<Tail<Entry>, String> {
     let s = self.session(node, session).map_err(|e| e.to_string())?;
+    if s.dropped {
+      // Not an empty tail: that would pass for a complete one. Whoever asks
+      // reads the record again and finds the session sealed.
+      return Err(format!(
+        "{node}'s log session {session} was recovered and sealed, and this follower dropped its copy"
+      ));
+    }
     s.log.tail(format)
+  }
+
+  /// The sealed sessions whose records are still kept: once the bucket's
+  /// record of one says `sealed`, its recovery uploaded what it held, and
+  /// [`NodeLog::drop_sealed`] may free it.
+  pub fn sealed_sessions(&self) -> Vec<(String, String)> {
+    (self.sessions.iter())
+      .filter(|(_, s)| s.log.is_sealed() && !s.dropped)
+      .map(|(k, _)| k.clone())
+      .collect()
+  }
+
+  /// Drops the records of a sealed session, keeping its directory as a
+  /// tombstone (`sealed` and `dropped`): appends stay refused and tails
+  /// fail. Only for a session whose bucket record says `sealed` (its
+  /// recovery uploaded everything); an unsealed session is refused.
+  pub fn drop_sealed(&mut self, node: &str, session: &str) -> io::Result<()> {
+    let dir = self.dir.join(checked(node)?).join(checked(session)?);
+    let s = self.session(node, session)?;
+    if !s.log.is_sealed() {
+      return Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{node}'s log session {session} is not sealed"),
+      ));
+    }
+    if s.dropped {
+      return Ok(());
+    }
+    // The marker first: a crash before the truncation leaves a dropped
+    // session whose bytes are ignored, never a truncated one that reads as
+    // complete.
+    File::create(dir.join("dropped"))?.sync_all()?;
+    sync_dir(&dir)?;
+    let tmp = dir.join("log.tmp");
+    File::create(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, dir.join("log"))?;
+    sync_dir(&dir)?;
+    s.file = OpenOptions::new().append(true).open(dir.join("log"))?;
+    s.log = SessionLog::restored(true, Vec::new());
+    s.dropped = true;
+    Ok(())
   }
 }
 

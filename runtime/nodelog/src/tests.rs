@@ -187,3 +187,42 @@ fn tails_round_trip_in_both_formats() {
   bytes.push(0);
   assert!(decode_tail(&bytes).is_err(), "trailing bytes");
 }
+
+#[test]
+fn a_dropped_session_stays_sealed_and_never_passes_for_empty() {
+  let d = tmp();
+  let mut l = NodeLog::open(&d).unwrap();
+  for s in 1..=3 {
+    l.append("n1", "s1", b(1, s)).unwrap();
+  }
+  l.append("n1", "s2", b(1, 1)).unwrap();
+  // An open session is never dropped.
+  assert!(l.drop_sealed("n1", "s1").is_err());
+  assert!(l.sealed_sessions().is_empty());
+  l.seal("n1", "s1").unwrap();
+  assert_eq!(l.sealed_sessions(), vec![("n1".into(), "s1".into())]);
+  l.drop_sealed("n1", "s1").unwrap();
+  assert!(l.sealed_sessions().is_empty());
+  let file = d.join("n1/s1/log");
+  assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+  for l in [&mut l, &mut NodeLog::open(&d).unwrap()] {
+    // A stale owner's append, even one that would start an epoch, is refused.
+    assert_eq!(l.append("n1", "s1", b(2, 1)).unwrap(), AppendAnswer::Sealed);
+    let err = l.tail("n1", "s1", TailFormat::Ranged).unwrap_err();
+    assert!(err.contains("dropped its copy"), "{err}");
+    l.prune("n1", "s1", 1, 3).unwrap();
+    // The other session is untouched.
+    assert_eq!(
+      ranged(l.tail("n1", "s2", TailFormat::Ranged).unwrap()).0[0]
+        .batches
+        .len(),
+      1
+    );
+  }
+  assert_eq!(std::fs::metadata(&file).unwrap().len(), 0);
+  // A crash after the marker but before the truncation: the bytes are ignored.
+  std::fs::write(&file, b"stale bytes").unwrap();
+  let mut l = NodeLog::open(&d).unwrap();
+  assert!(l.tail("n1", "s1", TailFormat::Ranged).is_err());
+  assert!(l.sealed_sessions().is_empty());
+}

@@ -121,7 +121,12 @@ impl Peer {
         data_dir.join("nodelog").display()
       )
     })?;
-    let _ = self.inner.nodelog.set(Arc::new(std::sync::Mutex::new(log)));
+    let log = Arc::new(std::sync::Mutex::new(log));
+    let _ = self.inner.nodelog.set(log.clone());
+    self
+      .inner
+      .rt
+      .spawn(drop_recovered(self.inner.fleet.clone(), log));
     let page = operator::Page {
       router: router.clone(),
       data_dir,
@@ -171,5 +176,34 @@ impl Peer {
       }
     });
     Ok(())
+  }
+}
+
+/// How often a follower looks for sealed sessions it may drop.
+const DROP_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Frees the follower's copies of sessions whose recovery completed (their
+/// bucket record says `sealed`), keeping each as a tombstone
+/// ([`cellhost_nodelog::NodeLog::drop_sealed`]): without this every dead
+/// session's batches stayed on every follower's disk for good.
+async fn drop_recovered(fleet: Arc<Fleet>, log: Arc<std::sync::Mutex<cellhost_nodelog::NodeLog>>) {
+  loop {
+    tokio::time::sleep(DROP_EVERY).await;
+    let sealed = log.lock().unwrap().sealed_sessions();
+    for (node, session) in sealed {
+      // An unreadable record is asked again next time.
+      if !matches!(fleet.log_session_sealed(&node, &session).await, Ok(true)) {
+        continue;
+      }
+      let log = log.clone();
+      let (n, s) = (node.clone(), session.clone());
+      match tokio::task::spawn_blocking(move || log.lock().unwrap().drop_sealed(&n, &s)).await {
+        Ok(Ok(())) => {
+          tracing::info!("dropped this follower's copy of {node}'s recovered log session {session}")
+        }
+        Ok(Err(e)) => tracing::warn!("dropping {node}'s log session {session}: {e}"),
+        Err(e) => tracing::warn!("dropping {node}'s log session {session}: {e}"),
+      }
+    }
   }
 }
