@@ -181,6 +181,12 @@ struct RunArgs {
   /// they fail with a resolve error.
   #[arg(long, default_value_t = cellhost_fleet::RECOVERY_RETRIES, requires = "bucket")]
   recovery_retries: u32,
+  /// A cell whose database in the bucket is at least this large (MiB)
+  /// opens over the bucket's pages, fetching each on first use and the
+  /// rest in the background, instead of downloading it first (0: every
+  /// cell with data).
+  #[arg(long, default_value_t = cellhost_fleet::PAGED_MIN_MB, requires = "bucket")]
+  paged_min_mb: u64,
   /// Where the Worker's outbound connections (fetch, WebSocket clients) may
   /// go: `all` (as `wrangler dev`), `public` (no loopback, private,
   /// link-local or metadata addresses, checked after DNS and on every
@@ -420,6 +426,7 @@ fn run(args: RunArgs, watch: Option<(cellhost_bucket::Bucket, String)>) -> anyho
       .map_err(anyhow::Error::msg)?;
       (fleet.set_recovery_budget(args.recovery_retry_ms, args.recovery_retries))
         .map_err(|e| anyhow::anyhow!("--recovery-retry-ms / --recovery-retries: {e}"))?;
+      fleet.set_paged_min_mb(args.paged_min_mb);
       if args.ltx_retention_secs > 0 {
         (fleet.collect_epochs(args.ltx_retention_secs.saturating_mul(1000)))
           .map_err(anyhow::Error::msg)?;

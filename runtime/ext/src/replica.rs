@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cellhost_fleet::{Fleet, Upload, encode_ltx};
+use cellhost_fleet::{Fleet, PagedRestore, Restored, Upload, encode_ltx};
 use cellhost_logic::compact::{Compactor, Pending, SnapshotPolicy};
 use cellhost_storage::{Captured, CellDb};
 
@@ -25,6 +25,9 @@ pub(crate) struct Repl {
   snapshot: Option<Vec<u8>>,
   /// Snapshots whose upload failed (reported from the fleet runtime).
   failed: Arc<Mutex<Vec<Pending>>>,
+  /// The epoch paged in and has no snapshot of its own yet: one is taken
+  /// at the first commit after the local file is whole.
+  paged: bool,
 }
 
 impl Repl {
@@ -36,6 +39,7 @@ impl Repl {
       compactor: Compactor::new(SnapshotPolicy::default()),
       snapshot: None,
       failed: Arc::default(),
+      paged: false,
     }
   }
 
@@ -91,12 +95,17 @@ pub(crate) async fn open(
 ) -> Result<(CellDb, Repl), cellhost_fleet::ActivateError> {
   let act = fleet.activate(scope.clone()).await?;
   let epoch = act.epoch;
-  let mut db = place(&path, act.image)?;
+  let (mut db, mut marker) = match act.restored {
+    Restored::Empty => (place(&path, None)?, None),
+    Restored::Image(image) => (place(&path, Some(image))?, None),
+    Restored::Paged(p) => (place_paged(&path, &p)?, Some(p.marker)),
+  };
   if let Some(b) = db.pending_restore().map_err(|e| e.0)? {
     let target = cellhost_pitr::Bookmark::parse(&key, &b)?;
     let image = fleet.image_at(&scope, target.epoch, target.txid).await?;
     drop(db);
     db = place(&path, Some(image))?;
+    marker = None;
     // The bookmarked state may hold an older restore request of its own.
     db.clear_pending_restore().map_err(|e| e.0)?;
     tracing::info!(
@@ -104,6 +113,20 @@ pub(crate) async fn open(
       target.epoch,
       target.txid
     );
+  }
+  if let Some(m) = marker {
+    // The epoch opens with its link, in the bucket before the cell serves;
+    // its own snapshot follows once the local file is whole.
+    db.enable_capture().map_err(|e| e.0)?;
+    fleet.put_marker(&scope, m).await?;
+    tracing::info!(
+      "{scope}: paged in from epoch {} at TXID {} (epoch {epoch})",
+      m.from,
+      m.cut
+    );
+    let mut repl = Repl::new(&scope, epoch);
+    repl.paged = true;
+    return Ok((db, repl));
   }
   let (db, repl, upload) = start(db, &scope, epoch)?;
   // The generation's snapshot is in the bucket before the cell serves.
@@ -128,6 +151,27 @@ fn place(path: &Path, image: Option<Vec<u8>>) -> Result<CellDb, String> {
     std::fs::write(path, image).map_err(|e| format!("{}: {e}", path.display()))?;
   }
   CellDb::open(path).map_err(|e| e.0)
+}
+
+/// The pages of a paged restore, fetched by the cell's VFS on first use.
+struct Source(Arc<cellhost_fleet::PagedChain>);
+
+impl cellhost_storage::paged::PageSource for Source {
+  fn page(&self, pgno: u32) -> Result<Vec<u8>, String> {
+    self.0.page(pgno)
+  }
+  fn fill(&self, put: &mut dyn FnMut(u32, &[u8])) -> Result<(), String> {
+    self.0.fill(put)
+  }
+}
+
+/// Opens the local file over the bucket's pages (whatever it held goes).
+fn place_paged(path: &Path, p: &PagedRestore) -> Result<CellDb, String> {
+  remove_files(path)?;
+  let source = Arc::new(Source(p.chain.clone()));
+  let paged = cellhost_storage::paged::prepare(path, p.chain.page_size, p.chain.pages, source)
+    .map_err(|e| e.0)?;
+  CellDb::open_paged(path, paged).map_err(|e| e.0)
 }
 
 /// Makes the snapshot that opens this epoch's generation.
@@ -164,7 +208,14 @@ pub(crate) fn capture(
     repl.compactor.on_upload_failed(p);
   }
   let db_bytes = u64::from(c.commit) * u64::from(c.page_size);
+  if repl.paged && db.local_complete() {
+    repl.paged = false;
+    repl.compactor.owe();
+  }
+  // A paged epoch snapshots only once its file is whole (a snapshot reads
+  // the file).
   if let Some(round) = round
+    && !repl.paged
     && repl
       .compactor
       .on_capture(txid, bytes.len() as u64, db_bytes, round)

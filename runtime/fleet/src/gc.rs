@@ -30,8 +30,8 @@ pub(crate) async fn pass(
   epoch: u64,
   retention_ms: u64,
 ) -> Result<Collected, String> {
-  let keys = (crate::own::list_ltx(bucket, scope).await).map_err(|e| e.to_string())?;
-  let cands = match gc::candidates(&keys, epoch) {
+  let (keys, markers) = (crate::own::list_ltx(bucket, scope).await).map_err(|e| e.to_string())?;
+  let cands = match gc::candidates(&keys, &markers, epoch) {
     Ok(c) => c,
     Err(skip) => return Ok(Collected::Skipped(skip)),
   };
@@ -59,8 +59,9 @@ pub(crate) async fn pass(
     .await
     .map_err(|e| format!("writing retired.json: {e}"))?;
   let doomed = gc::doomed(&keys, &epochs);
-  for k in &doomed {
-    let key = k.object_key(scope);
+  let links = (markers.iter()).filter(|m| epochs.contains(&m.epoch));
+  for key in (doomed.iter().map(|k| k.object_key(scope))).chain(links.map(|m| m.object_key(scope)))
+  {
     bucket
       .delete(&key)
       .await

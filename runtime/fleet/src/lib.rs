@@ -23,6 +23,7 @@ mod facets;
 mod gc;
 mod lease;
 mod own;
+mod paged;
 mod pitr;
 mod records;
 mod route;
@@ -44,15 +45,16 @@ pub use cellhost_logic::wake::Hint;
 pub use ensemble::{BoxFuture, DurabilityMode, Entry, LogTransport, decode_entry, encode_entry};
 pub use events::{Recent, recent};
 pub use own::{read_lease, read_own};
+pub use paged::{PagedChain, PagedRestore, Restored};
 pub use pitr::BucketPoint;
 pub use route::Route;
 
 /// A cell this node took.
 pub struct Activation {
   pub epoch: u64,
-  /// The database to start from (the newest chain in the bucket, applied);
-  /// `None`: the bucket holds nothing, the cell starts empty.
-  pub image: Option<Vec<u8>>,
+  /// What the database starts from: nothing (the bucket holds nothing),
+  /// the newest chain in the bucket applied, or its pages on demand.
+  pub restored: Restored,
 }
 
 /// Why a cell could not be taken. `owner` is set when another live node
@@ -106,7 +108,12 @@ pub struct Fleet {
   /// This process's node-log session (named in the records it writes).
   session: String,
   ens: Arc<ensemble::Ensemble>,
+  /// A restore of a database at least this large (bytes) pages in.
+  paged_min: std::sync::atomic::AtomicU64,
 }
+
+/// `--paged-min-mb`'s default.
+pub const PAGED_MIN_MB: u64 = 64;
 
 type Owned = Mutex<HashMap<String, (u64, Token)>>;
 
@@ -223,7 +230,31 @@ impl Fleet {
         String::new()
       },
       ens,
+      paged_min: (PAGED_MIN_MB << 20).into(),
     }))
+  }
+
+  /// Restores of a database of at least `mb` MiB page in (0: every one).
+  pub fn set_paged_min_mb(&self, mb: u64) {
+    (self.paged_min).store(
+      mb.saturating_mul(1 << 20),
+      std::sync::atomic::Ordering::Relaxed,
+    );
+  }
+
+  /// Writes a paged epoch's marker: its restores link through it from
+  /// now on. Must land before the cell serves.
+  pub async fn put_marker(
+    &self,
+    scope: &str,
+    marker: cellhost_logic::restore::Marker,
+  ) -> Result<(), String> {
+    let (bucket, key) = (self.bucket.clone(), marker.object_key(scope));
+    self
+      .spawn(async move { bucket.put(&key, Vec::new()).await })
+      .await
+      .map(|_| ())
+      .map_err(|e| format!("{scope}: writing its paged-in marker: {e}"))
   }
 
   /// How a node reaches its followers (the peer channel); without one,
@@ -380,16 +411,17 @@ impl Fleet {
     self.spawn(async move { ens.drained(&s).await }).await;
     let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
     let (session, ens) = (self.session.clone(), self.ens.clone());
-    let (acq, image, listed) = self
-      .spawn(async move { own::acquire(&bucket, &node, &s, &session, &ens).await })
+    let paged_min = self.paged_min.load(std::sync::atomic::Ordering::Relaxed);
+    let (acq, restored, listed) = self
+      .spawn(async move { own::acquire(&bucket, &node, &s, &session, &ens, paged_min).await })
       .await?;
-    let restored = acq.restore.as_ref().map_or(0, |c| c.keys.len());
+    let read = acq.restore.as_ref().map_or(0, |c| c.keys.len());
     events::acquired(
       &self.node,
       &scope,
       acq.epoch,
       acq.previous.as_deref(),
-      (restored, listed),
+      (read, listed),
     );
     self
       .owned
@@ -398,7 +430,7 @@ impl Fleet {
       .insert(scope, (acq.epoch, acq.token));
     Ok(Activation {
       epoch: acq.epoch,
-      image,
+      restored,
     })
   }
 

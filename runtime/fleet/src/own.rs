@@ -8,10 +8,11 @@ use cellhost_logic::own::{
   Acquire, AcquireError, AcquireStep, Acquired, OwnRecord, Release, ReleaseOutcome, ReleaseStep,
   own_key,
 };
-use cellhost_logic::restore::{LtxKey, ltx_prefix};
+use cellhost_logic::restore::{LtxKey, Marker, ltx_prefix};
 use cellhost_logic::{ReadResult, StoreError, Token};
 
 use crate::codec::*;
+use crate::paged::{PagedRestore, Restored};
 use crate::{Upload, now_ms};
 
 pub async fn read_own(bucket: &Bucket, scope: &str) -> ReadResult<OwnRecord> {
@@ -32,14 +33,21 @@ pub async fn read_lease(bucket: &Bucket, node: &str) -> ReadResult<NodeLease> {
   }
 }
 
-pub(crate) async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, StoreError> {
+pub(crate) async fn list_ltx(
+  bucket: &Bucket,
+  scope: &str,
+) -> Result<(Vec<LtxKey>, Vec<Marker>), StoreError> {
   let keys = (bucket.list_keys(&ltx_prefix(scope)).await).map_err(store_err)?;
-  Ok(
+  Ok((
     keys
       .iter()
       .filter_map(|k| LtxKey::parse(scope, k))
       .collect(),
-  )
+    keys
+      .iter()
+      .filter_map(|k| Marker::parse(scope, k))
+      .collect(),
+  ))
 }
 
 /// The keys a restore decides from, listed step by step
@@ -49,7 +57,7 @@ pub(crate) async fn list_ltx(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>
 async fn list_for_restore(
   bucket: &Bucket,
   scope: &str,
-) -> Result<(Vec<LtxKey>, usize), StoreError> {
+) -> Result<(Vec<LtxKey>, Vec<Marker>, usize), StoreError> {
   use cellhost_logic::restore::{ListStep, RestoreListing};
   let (mut listing, mut step) = RestoreListing::new(scope);
   let mut listed = 0;
@@ -73,7 +81,7 @@ async fn list_for_restore(
         listed += keys.len();
         listing.on_keys(&keys)
       }
-      ListStep::Done(keys) => return Ok((keys, listed)),
+      ListStep::Done(keys, markers) => return Ok((keys, markers, listed)),
     };
   }
 }
@@ -84,8 +92,9 @@ async fn pause(ms: u64) {
   }
 }
 
-/// Takes `scope` for `node`: the record with a new epoch, the database
-/// image of the newest chain (`None`: start empty), and how many keys the
+/// Takes `scope` for `node`: the record with a new epoch, what the cell
+/// starts from (nothing, the newest chain applied, or, for a database of
+/// at least `paged_min` bytes, its pages on demand), and how many keys the
 /// restore listed.
 pub(crate) async fn acquire(
   bucket: &Bucket,
@@ -93,7 +102,8 @@ pub(crate) async fn acquire(
   scope: &str,
   session: &str,
   ens: &crate::ensemble::Ensemble,
-) -> Result<(Acquired, Option<Vec<u8>>, usize), crate::ActivateError> {
+  paged_min: u64,
+) -> Result<(Acquired, Restored, usize), crate::ActivateError> {
   let (mut acq, mut step) = Acquire::new(scope, node, now_ms());
   acq.set_jitter_seed(crate::jitter_seed());
   acq.set_session(session);
@@ -125,8 +135,13 @@ pub(crate) async fn acquire(
       }
       AcquireStep::ListLtx => {
         let keys = list_for_restore(bucket, scope).await;
-        listed = keys.as_ref().map_or(listed, |(_, n)| *n);
-        acq.on_ltx(keys.as_ref().map(|(k, _)| &k[..]).map_err(Clone::clone))
+        listed = keys.as_ref().map_or(listed, |(_, _, n)| *n);
+        acq.on_listing(
+          keys
+            .as_ref()
+            .map(|(k, m, _)| (&k[..], &m[..]))
+            .map_err(Clone::clone),
+        )
       }
       AcquireStep::Create { record } => {
         let w = bucket.create(&own_key(scope), own_json(&record)).await;
@@ -141,11 +156,21 @@ pub(crate) async fn acquire(
         acq.on_write(a)
       }
       AcquireStep::Acquired(a) => {
-        let image = match &a.restore {
-          None => None,
-          Some(chain) => Some(apply_chain(bucket, scope, &chain.keys).await?),
+        let restored = match &a.restore {
+          None => Restored::Empty,
+          Some(chain) if crate::paged::size_of(bucket, scope, chain).await? >= paged_min => {
+            Restored::Paged(PagedRestore {
+              chain: std::sync::Arc::new(crate::paged::open(bucket, scope, chain).await?),
+              marker: Marker {
+                epoch: a.epoch,
+                from: chain.epoch,
+                cut: chain.txid,
+              },
+            })
+          }
+          Some(chain) => Restored::Image(apply_chain(bucket, scope, &chain.keys).await?),
         };
-        return Ok((a, image, listed));
+        return Ok((a, restored, listed));
       }
       AcquireStep::Failed(AcquireError::OwnedElsewhere(e)) => {
         return Err(crate::ActivateError {
@@ -184,7 +209,24 @@ pub(crate) async fn apply_chain(
     .buffered(RESTORE_FETCHES)
     .try_collect()
     .await?;
-  cellhost_ltx::apply(&files).map_err(|e| format!("restoring {scope}: {e}"))
+  // One run per epoch: a paged epoch's run goes on from TXID 2 of the image
+  // the runs before it made (its state 1).
+  let mut image: Option<Vec<u8>> = None;
+  let mut at = 0;
+  while at < files.len() {
+    let epoch = chain[at].epoch;
+    let run = chain[at..].iter().take_while(|k| k.epoch == epoch).count();
+    let files = &files[at..at + run];
+    image = Some(
+      match image {
+        None => cellhost_ltx::apply(files),
+        Some(image) => cellhost_ltx::apply_onto(image, 1, files),
+      }
+      .map_err(|e| format!("restoring {scope}: {e}"))?,
+    );
+    at += run;
+  }
+  image.ok_or_else(|| format!("restoring {scope}: an empty chain"))
 }
 
 /// The acknowledgement rule for one group commit: every upload first, then

@@ -8,7 +8,7 @@
 //! which uploads the restored image as its epoch's opening snapshot.
 
 use cellhost_bucket::Bucket;
-use cellhost_logic::restore::LtxKey;
+use cellhost_logic::restore::{LtxKey, Marker};
 
 use crate::Fleet;
 
@@ -20,17 +20,9 @@ pub struct BucketPoint {
   pub time_ms: u64,
 }
 
-async fn keys(bucket: &Bucket, scope: &str) -> Result<Vec<LtxKey>, String> {
-  let listed = (bucket
-    .list_keys(&cellhost_logic::restore::ltx_prefix(scope))
-    .await)
-    .map_err(|e| format!("listing the history of {scope}: {e}"))?;
-  Ok(
-    listed
-      .iter()
-      .filter_map(|k| LtxKey::parse(scope, k))
-      .collect(),
-  )
+async fn keys(bucket: &Bucket, scope: &str) -> Result<(Vec<LtxKey>, Vec<Marker>), String> {
+  (crate::own::list_ltx(bucket, scope).await)
+    .map_err(|e| format!("listing the history of {scope}: {}", e.0))
 }
 
 /// The commit time an object's header records.
@@ -49,12 +41,12 @@ async fn point_at_time(
   scope: &str,
   time_ms: u64,
 ) -> Result<Option<BucketPoint>, String> {
-  let keys = keys(bucket, scope).await?;
+  let (keys, markers) = keys(bucket, scope).await?;
   let mut epochs: Vec<u64> = keys.iter().map(|k| k.epoch).collect();
   epochs.sort_unstable();
   epochs.dedup();
   for &epoch in epochs.iter().rev() {
-    let c = cellhost_logic::restore::history(&keys, epoch);
+    let c = cellhost_logic::restore::history(&keys, &markers, epoch);
     let Some(first) = c.first() else { continue };
     if time_of(bucket, scope, first).await? > time_ms {
       continue;
@@ -85,9 +77,9 @@ async fn point(
   epoch: u64,
   txid: u64,
 ) -> Result<Option<BucketPoint>, String> {
-  let keys = keys(bucket, scope).await?;
-  let c = cellhost_logic::restore::history(&keys, epoch);
-  let Some(k) = c.get((txid as usize).wrapping_sub(1)) else {
+  let (keys, markers) = keys(bucket, scope).await?;
+  let c = cellhost_logic::restore::history(&keys, &markers, epoch);
+  let Some(k) = c.iter().find(|k| k.max_txid == txid) else {
     return Ok(None);
   };
   Ok(Some(BucketPoint {
@@ -100,8 +92,8 @@ async fn point(
 /// State `txid` of `epoch`: from the snapshot below it, when the epoch
 /// took one (`cellhost_logic::compact`), else from TXID 1.
 async fn image(bucket: &Bucket, scope: &str, epoch: u64, txid: u64) -> Result<Vec<u8>, String> {
-  let keys = keys(bucket, scope).await?;
-  let Some(c) = cellhost_logic::restore::chain_to(&keys, epoch, txid) else {
+  let (keys, markers) = keys(bucket, scope).await?;
+  let Some(c) = cellhost_logic::restore::chain_to(&keys, &markers, epoch, txid) else {
     return Err(format!(
       "restoring {scope}: the bucket holds no state {txid} of epoch {epoch}"
     ));

@@ -77,6 +77,8 @@ pub struct Compactor {
   objects: u64,
   bytes: u64,
   pending: Option<Pending>,
+  /// The next capture takes a snapshot whatever the policy says.
+  owed: bool,
 }
 
 impl Compactor {
@@ -87,7 +89,14 @@ impl Compactor {
       objects: 0,
       bytes: 0,
       pending: None,
+      owed: false,
     }
+  }
+
+  /// An epoch that paged in opened without a snapshot: the next capture
+  /// takes one, so the epoch stops depending on the one it links to.
+  pub fn owe(&mut self) {
+    self.owed = true;
   }
 
   /// TXID `txid` was captured as an object of `ltx_bytes` bytes; the
@@ -99,9 +108,11 @@ impl Compactor {
     self.bytes = self.bytes.saturating_add(ltx_bytes);
     // One at a time: a snapshot still waiting is not superseded, so a
     // busy cell whose rounds keep failing does not take one per commit.
-    if self.pending.is_some() || !self.policy.due(self.objects, self.bytes, db_bytes) {
+    if self.pending.is_some() || !(self.owed || self.policy.due(self.objects, self.bytes, db_bytes))
+    {
       return false;
     }
+    self.owed = false;
     self.pending = Some(Pending {
       txid,
       at,

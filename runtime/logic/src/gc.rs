@@ -19,7 +19,7 @@
 //! again; the argument needs list-after-write consistency, which the
 //! storage test checks when GC is on.
 
-use crate::restore::{LtxKey, restore_chain};
+use crate::restore::{LtxKey, Marker, linked_chain};
 
 /// Where `retired.json` of a cell lives.
 pub fn retired_key(scope: &str) -> String {
@@ -34,6 +34,9 @@ pub enum Skip {
   NotNewest { chain: Option<u64> },
   /// The ownership record no longer names this node at this epoch.
   NotOwner,
+  /// This epoch paged in and has no snapshot of its own yet: its chain
+  /// still reads the epoch it links to.
+  Linked,
   /// Nothing old enough to delete.
   Nothing,
 }
@@ -51,14 +54,20 @@ pub struct Candidates {
 }
 
 /// Step 1: what may go, if this owner (at `epoch`) may collect at all.
-pub fn candidates(keys: &[LtxKey], epoch: u64) -> Result<Candidates, Skip> {
-  let chain = restore_chain(keys).map(|c| c.epoch);
-  if chain != Some(epoch) {
-    return Err(Skip::NotNewest { chain });
+pub fn candidates(keys: &[LtxKey], markers: &[Marker], epoch: u64) -> Result<Candidates, Skip> {
+  let chain = linked_chain(keys, markers);
+  if chain.as_ref().map(|c| c.epoch) != Some(epoch) {
+    return Err(Skip::NotNewest {
+      chain: chain.map(|c| c.epoch),
+    });
+  }
+  if chain.is_some_and(|c| c.keys.iter().any(|k| k.epoch != epoch)) {
+    return Err(Skip::Linked);
   }
   let previous = (keys.iter())
     .filter(|k| k.epoch < epoch && k.min_txid == 1)
     .map(|k| k.epoch)
+    .chain(markers.iter().map(|m| m.epoch).filter(|&e| e < epoch))
     .max();
   let mut older: Vec<(u64, LtxKey)> = Vec::new();
   for k in keys
@@ -123,14 +132,36 @@ mod tests {
     let keys = [LtxKey::l0(1, 1), LtxKey::l0(2, 1), LtxKey::l0(3, 2)];
     // Epoch 3 has no first object yet: the newest chain is epoch 2's.
     assert_eq!(
-      candidates(&keys, 3),
+      candidates(&keys, &[], 3),
       Err(Skip::NotNewest { chain: Some(2) })
     );
     assert_eq!(
-      candidates(&keys, 1),
+      candidates(&keys, &[], 1),
       Err(Skip::NotNewest { chain: Some(2) })
     );
-    assert_eq!(candidates(&[], 1), Err(Skip::NotNewest { chain: None }));
+    assert_eq!(
+      candidates(&[], &[], 1),
+      Err(Skip::NotNewest { chain: None })
+    );
+  }
+
+  #[test]
+  fn a_paged_epoch_collects_only_once_it_stands_alone() {
+    let mut keys = vec![
+      LtxKey::l0(1, 1),
+      LtxKey::l0(1, 2),
+      LtxKey::l0(2, 1),
+      LtxKey::l0(3, 2),
+    ];
+    let m = Marker {
+      epoch: 3,
+      from: 2,
+      cut: 1,
+    };
+    assert_eq!(candidates(&keys, &[m], 3), Err(Skip::Linked));
+    keys.push(snap(3, 2));
+    let c = candidates(&keys, &[m], 3).unwrap();
+    assert_eq!((c.previous, c.older.len()), (Some(2), 1));
   }
 
   #[test]
@@ -146,7 +177,7 @@ mod tests {
       LtxKey::l0(5, 1),
       LtxKey::l0(6, 1),
     ];
-    let c = candidates(&keys, 6).unwrap();
+    let c = candidates(&keys, &[], 6).unwrap();
     assert_eq!(c.base, 6);
     assert_eq!(c.previous, Some(5));
     assert_eq!(
@@ -161,7 +192,7 @@ mod tests {
     let gone = expired(&c, &[100, 90_000, 0], 100_000, 60_000);
     assert_eq!(gone, vec![4, 1]);
     assert_eq!(doomed(&keys, &gone).len(), 4);
-    assert_eq!(candidates(&keys[6..], 6), Err(Skip::Nothing));
+    assert_eq!(candidates(&keys[6..], &[], 6), Err(Skip::Nothing));
   }
 
   #[test]

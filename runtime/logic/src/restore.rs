@@ -8,19 +8,20 @@
 //! chain; it never looks at a local file, so there is no way to ask it for
 //! one.
 //!
-//! Chain rule (whole-snapshot epochs only; cellhost does not page in): each
-//! epoch prefix `cells/<scope>/ltx/e<epoch>/` is a self-contained lineage
-//! that opens with a snapshot at TXID 1. The restore takes the newest epoch
-//! that holds a TXID-1 object and follows it from TXID 1 as far as the
-//! objects are contiguous. An epoch without a TXID-1 object cannot start a
-//! chain and, since no epoch continues another, is skipped. Objects above a
-//! gap are a stale owner's unacknowledged tail or an upload still in flight;
-//! they are not part of the chain.
+//! Chain rule: an epoch prefix `cells/<scope>/ltx/e<epoch>/` opens with a
+//! snapshot at TXID 1, or (an epoch that paged in, [`paged`]) with a marker
+//! linking it to the state of an older epoch it continues. The restore
+//! takes the newest epoch that can start a chain either way and follows it
+//! as far as the objects are contiguous. An epoch that can start none is
+//! skipped. Objects above a gap are a stale owner's unacknowledged tail or
+//! an upload still in flight; they are not part of the chain.
 
 use std::fmt;
 
 pub mod listing;
+pub mod paged;
 pub use listing::{ListStep, RestoreListing, gather, snapshot_hint_key};
+pub use paged::{Marker, linked_chain};
 
 /// One LTX object of a cell, as named in the bucket:
 /// `cells/<scope>/ltx/e<epoch>/<level %04x>/<min %016x>-<max %016x>.ltx`.
@@ -107,18 +108,22 @@ pub fn newest_epoch(keys: &[LtxKey]) -> Option<u64> {
   keys.iter().map(|k| k.epoch).max()
 }
 
-/// The objects a restore applies, in order: the snapshot at TXID 1, then
-/// each following object whose `min_txid` is the previous `max_txid + 1`.
+/// The objects a restore applies, in order: the snapshot at TXID 1 (or,
+/// for an epoch that paged in, the chain it links to), then each following
+/// object whose `min_txid` is the previous `max_txid + 1`. Where the
+/// epoch changes along the chain, the next object is TXID 2 of its epoch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain {
   pub epoch: u64,
   pub keys: Vec<LtxKey>,
+  /// The state of `epoch` the chain reaches.
+  pub txid: u64,
 }
 
 impl Chain {
-  /// The last TXID the chain reaches.
+  /// The last TXID of `epoch` the chain reaches.
   pub fn max_txid(&self) -> u64 {
-    self.keys.last().map_or(0, |k| k.max_txid)
+    self.txid
   }
 }
 
@@ -129,70 +134,50 @@ impl Chain {
 /// Where compaction left several objects starting at the same TXID, the one
 /// reaching furthest is taken, so fewer objects are read.
 pub fn restore_chain(keys: &[LtxKey]) -> Option<Chain> {
-  let mut epochs: Vec<u64> = keys
-    .iter()
-    .filter(|k| k.min_txid == 1)
-    .map(|k| k.epoch)
-    .collect();
-  epochs.sort_unstable();
-  let epoch = *epochs.last()?;
-  let mut own: Vec<LtxKey> = keys.iter().filter(|k| k.epoch == epoch).copied().collect();
-  // By min ascending, then the furthest-reaching first, then the higher
-  // level (a snapshot over a level-0 object of the same reach: the same
-  // state, and the one `RestoreListing` keeps).
-  own.sort_unstable_by(|a, b| {
-    a.min_txid
-      .cmp(&b.min_txid)
-      .then(b.max_txid.cmp(&a.max_txid))
-      .then(b.level.cmp(&a.level))
-  });
-  let mut chain = Vec::new();
-  let mut next = 1;
-  for k in own {
-    if k.min_txid == next {
-      chain.push(k);
-      // An object that ends at the last TXID there is ends the chain.
-      let Some(n) = k.max_txid.checked_add(1) else {
-        break;
-      };
-      next = n;
-    } else if k.min_txid > next {
-      break;
-    }
-  }
-  Some(Chain { epoch, keys: chain })
+  linked_chain(keys, &[])
 }
 
 /// Epoch `epoch`'s history, one state per object: its level-0 objects of
-/// one commit each, from TXID 1 while contiguous (what point-in-time
-/// bookmarks name and search by commit time).
-pub fn history(keys: &[LtxKey], epoch: u64) -> Vec<LtxKey> {
+/// one commit each, from TXID 1 (TXID 2 for an epoch that paged in, whose
+/// state 1 is its predecessor's) while contiguous: what point-in-time
+/// bookmarks name and search by commit time.
+pub fn history(keys: &[LtxKey], markers: &[Marker], epoch: u64) -> Vec<LtxKey> {
   let mut own: Vec<LtxKey> = (keys.iter())
     .filter(|k| k.epoch == epoch && k.level == 0 && k.min_txid == k.max_txid)
     .copied()
     .collect();
   own.sort();
-  let mut out: Vec<LtxKey> = Vec::new();
-  for k in own {
-    if k.min_txid != out.len() as u64 + 1 {
-      break;
-    }
-    out.push(k);
-  }
-  out
+  let paged = markers.iter().any(|m| m.epoch == epoch);
+  let first = match own.first() {
+    Some(k) if k.min_txid == 2 && paged => 2,
+    _ => 1,
+  };
+  (own.into_iter())
+    .zip(first..)
+    .take_while(|(k, t)| k.min_txid == *t)
+    .map(|(k, _)| k)
+    .collect()
 }
 
 /// The objects that rebuild state `txid` of `epoch` (a point-in-time
-/// restore): the furthest-reaching snapshot that does not pass `txid`,
+/// restore): the furthest-reaching snapshot that does not pass `txid` (for
+/// an epoch that paged in and has none, the chain its marker links to),
 /// then one level-0 object per commit up to `txid`. `None` when the
 /// bucket does not hold that state.
-pub fn chain_to(keys: &[LtxKey], epoch: u64, txid: u64) -> Option<Vec<LtxKey>> {
+pub fn chain_to(keys: &[LtxKey], markers: &[Marker], epoch: u64, txid: u64) -> Option<Vec<LtxKey>> {
   let own = || keys.iter().filter(|k| k.epoch == epoch);
-  let base = own()
+  let (mut out, from) = match own()
     .filter(|k| k.min_txid == 1 && k.max_txid <= txid)
-    .max_by_key(|k| (k.max_txid, k.level))?;
-  let mut out = vec![*base];
-  for t in base.max_txid + 1..=txid {
+    .max_by_key(|k| (k.max_txid, k.level))
+  {
+    Some(base) => (vec![*base], base.max_txid + 1),
+    None if txid >= 1 => {
+      let c = paged::chain_of(keys, markers, epoch, 1, 0)?;
+      (c.txid == 1).then_some((c.keys, 2))?
+    }
+    None => return None,
+  };
+  for t in from..=txid {
     out.push(*own().find(|k| k.level == 0 && k.min_txid == t && k.max_txid == t)?);
   }
   Some(out)
@@ -214,10 +199,10 @@ mod tests {
         max_txid: 3,
       },
     ]);
-    let h: Vec<u64> = history(&keys, 2).iter().map(|k| k.max_txid).collect();
+    let h: Vec<u64> = history(&keys, &[], 2).iter().map(|k| k.max_txid).collect();
     assert_eq!(h, [1, 2, 3], "to the first gap; snapshots are not states");
-    assert!(history(&keys, 1).is_empty(), "no TXID 1");
-    assert!(history(&keys, 3).is_empty(), "no such epoch");
+    assert!(history(&keys, &[], 1).is_empty(), "no TXID 1");
+    assert!(history(&keys, &[], 3).is_empty(), "no such epoch");
   }
 
   #[test]
@@ -231,15 +216,15 @@ mod tests {
     let mut keys: Vec<LtxKey> = (1..=9).map(|t| LtxKey::l0(2, t)).collect();
     keys.extend([snap(4), snap(8), LtxKey::l0(1, 1)]);
     assert_eq!(
-      chain_to(&keys, 2, 6),
+      chain_to(&keys, &[], 2, 6),
       Some(vec![snap(4), LtxKey::l0(2, 5), LtxKey::l0(2, 6)])
     );
-    assert_eq!(chain_to(&keys, 2, 8), Some(vec![snap(8)]));
-    assert_eq!(chain_to(&keys, 2, 3).map(|c| c.len()), Some(3));
-    assert_eq!(chain_to(&keys, 2, 10), None);
-    assert_eq!(chain_to(&keys, 3, 1), None);
+    assert_eq!(chain_to(&keys, &[], 2, 8), Some(vec![snap(8)]));
+    assert_eq!(chain_to(&keys, &[], 2, 3).map(|c| c.len()), Some(3));
+    assert_eq!(chain_to(&keys, &[], 2, 10), None);
+    assert_eq!(chain_to(&keys, &[], 3, 1), None);
     keys.retain(|k| *k != LtxKey::l0(2, 5));
-    assert_eq!(chain_to(&keys, 2, 6), None, "a gap below the state");
+    assert_eq!(chain_to(&keys, &[], 2, 6), None, "a gap below the state");
   }
 
   #[test]

@@ -23,10 +23,24 @@ pub fn apply(files: &[LtxFile]) -> Result<Vec<u8>> {
       first.header.min_txid
     );
   }
+  apply_onto(Vec::new(), 0, files)
+}
+
+/// Applies `files` onto `image`, which is state `prev_max` of their
+/// lineage: how a paged epoch's deltas (from TXID 2; its state 1 is the
+/// image of the chain it links to) continue an image.
+pub fn apply_onto(mut image: Vec<u8>, mut prev_max: u64, files: &[LtxFile]) -> Result<Vec<u8>> {
+  let Some(first) = files.first() else {
+    return Ok(image);
+  };
   let page_size = first.header.page_size;
   let ps = page_size as usize;
-  let mut image: Vec<u8> = Vec::new();
-  let mut prev_max = 0u64;
+  if !image.len().is_multiple_of(ps) {
+    bail!(
+      "an image of {} bytes is not in {ps}-byte pages",
+      image.len()
+    );
+  }
   for (i, f) in files.iter().enumerate() {
     let h = &f.header;
     let name = format!("file {i} (TXID {}..={})", h.min_txid, h.max_txid);

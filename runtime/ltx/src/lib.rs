@@ -14,11 +14,12 @@ mod decode;
 mod encode;
 mod error;
 mod header;
+mod index;
 mod key;
 mod lz4;
 mod varint;
 
-pub use apply::{apply, is_contiguous};
+pub use apply::{apply, apply_onto, is_contiguous};
 pub use checksum::{CHECKSUM_FLAG, crc64, database_checksum, page_checksum, pages_checksum};
 pub use decode::{LtxFile, Page, decode};
 pub use encode::{Encoder, PAGE_FLAG_SIZE, PAGE_HEADER_SIZE, TRAILER_SIZE, encode};
@@ -27,6 +28,7 @@ pub use header::{
   HEADER_FLAG_NO_CHECKSUM, HEADER_SIZE, Header, MAGIC, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
   is_valid_page_size, lock_pgno,
 };
+pub use index::{FrameAt, IndexTail, decode_frame, index_from_tail};
 pub use key::{
   CellLtxKey, MAX_SCOPE_LEN, cell_ltx_key, cell_ltx_prefix, is_valid_scope, ltx_filename,
   parse_cell_ltx_key, parse_ltx_filename,

@@ -117,6 +117,10 @@ impl CellDb {
   /// The whole database as of the last commit (the first file of a
   /// generation): checkpoints, then reads the database file.
   pub fn snapshot(&mut self) -> Result<Captured, StorageError> {
+    // The file is read directly: a paged one must be whole first.
+    if let Some(p) = &self.paged {
+      p.wait_complete();
+    }
     self.checkpoint()?;
     let page_size: u32 = self.internal(|db| {
       db.conn

@@ -49,6 +49,16 @@ pub(crate) fn connect(path: &Path) -> rusqlite::Result<Connection> {
   // linear in the number of open files (10 000 cells made it quadratic).
   let conn =
     Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), "unix-none")?;
+  set_up(conn, new)
+}
+
+/// A database named by a URI, through `vfs` (a paged database: never new).
+pub(crate) fn connect_uri(uri: &str, vfs: &str) -> rusqlite::Result<Connection> {
+  let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+  set_up(Connection::open_with_flags_and_vfs(uri, flags, vfs)?, false)
+}
+
+fn set_up(conn: Connection, new: bool) -> rusqlite::Result<Connection> {
   conn.execute_batch(if new {
     "PRAGMA locking_mode=EXCLUSIVE; PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA journal_mode=WAL;"
   } else {

@@ -10,6 +10,7 @@ mod cursor;
 mod file;
 mod kv;
 mod metadata;
+pub mod paged;
 mod sql;
 mod wake;
 
@@ -134,6 +135,8 @@ pub struct CellDb {
   /// thread. That commit's durability round fsyncs the WAL, the database
   /// and the directory of a new cell anyway, so it runs unsynced.
   fresh_wal: bool,
+  /// Where pages not yet in the local file come from (a paged restore).
+  paged: Option<Arc<paged::Paged>>,
 }
 
 /// BEGIN of the implicit transaction, on the connection alone so that a
@@ -156,8 +159,32 @@ pub(crate) fn begin_implicit(
 
 impl CellDb {
   pub fn open(path: &Path) -> Result<CellDb, StorageError> {
+    Self::open_with(path, None)
+  }
+
+  /// Opens the paged database [`paged::prepare`] made at `path`: pages
+  /// not yet local are fetched on first use.
+  pub fn open_paged(path: &Path, paged: Arc<paged::Paged>) -> Result<CellDb, StorageError> {
+    Self::open_with(path, Some(paged))
+  }
+
+  /// Whether the database is wholly in its local file (always, unless it
+  /// was opened paged and the fill is still going).
+  pub fn local_complete(&self) -> bool {
+    self.paged.as_ref().is_none_or(|p| p.complete())
+  }
+
+  fn open_with(path: &Path, paged: Option<Arc<paged::Paged>>) -> Result<CellDb, StorageError> {
     if let Some(dir) = path.parent() {
       std::fs::create_dir_all(dir).map_err(|e| StorageError(format!("{}: {e}", dir.display())))?;
+    }
+    if let Some(p) = &paged {
+      let uri = paged::uri(path, p)?;
+      let conn = file::connect_uri(&uri, paged::VFS);
+      if conn.is_err() {
+        paged::forget(&uri);
+      }
+      return Self::with_conn(path, conn.map_err(sqlite_error)?, paged);
     }
     let conn = match file::connect(path) {
       Err(_) if file::never_written(path) => {
@@ -172,7 +199,14 @@ impl CellDb {
       }
       r => r,
     };
-    let mut conn = conn.map_err(sqlite_error)?;
+    Self::with_conn(path, conn.map_err(sqlite_error)?, None)
+  }
+
+  fn with_conn(
+    path: &Path,
+    mut conn: Connection,
+    paged: Option<Arc<paged::Paged>>,
+  ) -> Result<CellDb, StorageError> {
     let internal = auth::install(&mut conn).map_err(sqlite_error)?;
     // workerd's limit on a compound SELECT's terms.
     conn
@@ -189,6 +223,7 @@ impl CellDb {
       capture: None,
       wal: None,
       fresh_wal: true,
+      paged,
     };
     db.fresh_wal = std::fs::metadata(db.wal_path()).map_or(true, |m| m.len() < 32);
     Ok(db)

@@ -279,11 +279,21 @@ impl Acquire {
     }
   }
 
-  /// The answer to [`AcquireStep::ListLtx`], in any order.
+  /// The answer to [`AcquireStep::ListLtx`], in any order, for a bucket
+  /// without paged epochs.
   pub fn on_ltx(&mut self, listing: Result<&[LtxKey], StoreError>) -> AcquireStep {
+    self.on_listing(listing.map(|k| (k, &[][..])))
+  }
+
+  /// The answer to [`AcquireStep::ListLtx`]: the objects and the markers of
+  /// paged epochs ([`restore::paged`]), in any order.
+  pub fn on_listing(
+    &mut self,
+    listing: Result<(&[LtxKey], &[restore::Marker]), StoreError>,
+  ) -> AcquireStep {
     self.delay_ms = 0;
     let state = std::mem::replace(&mut self.state, AcqState::Done);
-    let keys = match listing {
+    let (keys, markers) = match listing {
       Ok(k) => k,
       Err(e) => {
         // After our write applied, list again; before it, start over.
@@ -301,18 +311,20 @@ impl Acquire {
       }
     };
     match state {
-      AcqState::CheckLtx => match restore::newest_epoch(keys) {
-        Some(newest_epoch) => self.fail(AcquireError::RecordLost(OwnershipRecordLost {
-          scope: self.scope.clone(),
-          newest_epoch,
-          retry_at_ms: self.now_ms + LOST_RECORD_REFUSAL_MS,
-        })),
-        None => self.write(OwnRecord::owned(self.node.clone(), 1), None),
-      },
+      AcqState::CheckLtx => {
+        match restore::newest_epoch(keys).max(markers.iter().map(|m| m.epoch).max()) {
+          Some(newest_epoch) => self.fail(AcquireError::RecordLost(OwnershipRecordLost {
+            scope: self.scope.clone(),
+            newest_epoch,
+            retry_at_ms: self.now_ms + LOST_RECORD_REFUSAL_MS,
+          })),
+          None => self.write(OwnRecord::owned(self.node.clone(), 1), None),
+        }
+      }
       AcqState::Restore { epoch, token } => AcquireStep::Acquired(Acquired {
         epoch,
         token,
-        restore: restore::restore_chain(keys),
+        restore: restore::linked_chain(keys, markers),
         previous: self.previous.clone(),
       }),
       s => panic!("Acquire::on_ltx in state {s:?}"),

@@ -4,7 +4,12 @@
 //! bounds what it lists: per epoch, newest first, the levels above 0 whole
 //! (snapshots: one per many commits), then only the level-0 objects after
 //! the furthest-reaching chain start found there, by a start-after listing.
-//! It stops at the first epoch that holds a chain start.
+//! It stops at the first epoch that holds a chain start. An epoch without
+//! a snapshot of its own that paged in (`paged`) holds a marker instead:
+//! then the listing goes on down to the epoch the marker links to, listing
+//! that epoch's level-0 objects from the furthest snapshot not past the
+//! cut, and stops once the newest chain its keys give can no longer be
+//! changed by what is below.
 //!
 //! A cell's snapshot hint (`cells/<scope>/snapshot-hint`, the key of the
 //! newest snapshot its owner uploaded, written after the snapshot) lets the
@@ -23,7 +28,8 @@
 //! new owner's are written only by stale owners, whose objects a restore
 //! either saw before the new epoch was taken or never acknowledged.
 
-use super::{LtxKey, ltx_prefix, parse_dec, parse_hex};
+use super::paged::reaches_below;
+use super::{LtxKey, Marker, linked_chain, ltx_prefix, parse_dec, parse_hex};
 
 /// Where a cell's snapshot hint lives.
 pub fn snapshot_hint_key(scope: &str) -> String {
@@ -44,8 +50,8 @@ pub enum ListStep {
     prefix: String,
     after: Option<String>,
   },
-  /// What the restore decides from.
-  Done(Vec<LtxKey>),
+  /// What the restore decides from: the objects and the markers.
+  Done(Vec<LtxKey>, Vec<Marker>),
 }
 
 /// The sans-IO listing: [`ListStep`]s out, answers in (`on_dirs`,
@@ -56,7 +62,10 @@ pub struct RestoreListing {
   epochs: Vec<u64>,
   /// The epoch being listed and its levels still to list (popped).
   current: Option<(u64, Vec<u32>)>,
+  /// Whether the epoch being listed has markers still to list.
+  paged: bool,
   keys: Vec<LtxKey>,
+  markers: Vec<Marker>,
   hint: Option<LtxKey>,
 }
 
@@ -66,7 +75,9 @@ impl RestoreListing {
       scope: scope.to_string(),
       epochs: Vec::new(),
       current: None,
+      paged: false,
       keys: Vec::new(),
+      markers: Vec::new(),
       hint: None,
     };
     let step = ListStep::Hint {
@@ -101,6 +112,7 @@ impl RestoreListing {
       Some((_, levels)) => {
         // Popped highest first: level 0 last, after the levels that may
         // hold chain starts.
+        self.paged = names.iter().any(|n| n == "paged");
         *levels = names
           .iter()
           .filter_map(|n| parse_hex(n, 4))
@@ -119,12 +131,13 @@ impl RestoreListing {
     self
       .keys
       .extend(listed.iter().filter_map(|k| LtxKey::parse(&self.scope, k)));
+    (self.markers).extend(listed.iter().filter_map(|k| Marker::parse(&self.scope, k)));
     self.next_level()
   }
 
   fn next_epoch(&mut self) -> ListStep {
     match self.epochs.pop() {
-      None => ListStep::Done(std::mem::take(&mut self.keys)),
+      None => self.done(),
       Some(e) => {
         self.current = Some((e, Vec::new()));
         ListStep::Dirs {
@@ -137,9 +150,15 @@ impl RestoreListing {
   fn next_level(&mut self) -> ListStep {
     let (epoch, levels) = self.current.as_mut().expect("listing an epoch");
     let epoch = *epoch;
+    // An epoch a marker links to is read only up to the cut.
+    let cut = (self.markers.iter())
+      .filter(|m| m.from == epoch)
+      .map(|m| m.cut)
+      .min()
+      .unwrap_or(u64::MAX);
     let starts = || {
       (self.keys.iter())
-        .filter(|k| k.epoch == epoch && k.min_txid == 1)
+        .filter(|k| k.epoch == epoch && k.min_txid == 1 && k.max_txid <= cut)
         .map(|k| k.max_txid)
         .max()
     };
@@ -158,9 +177,37 @@ impl RestoreListing {
         };
         ListStep::Keys { prefix, after }
       }
-      None if starts().is_some() => ListStep::Done(std::mem::take(&mut self.keys)),
-      None => self.next_epoch(),
+      // No snapshot of its own: its marker, if it paged in.
+      None if self.paged && starts().is_none() => {
+        self.paged = false;
+        ListStep::Keys {
+          prefix: format!("{}e{epoch}/paged/", ltx_prefix(&self.scope)),
+          after: None,
+        }
+      }
+      None => {
+        // Done once the newest chain is settled: no newer paged epoch
+        // could still link, through its markers, to an epoch not listed.
+        let (keys, markers) = (&self.keys, &self.markers);
+        let settled = linked_chain(keys, markers).is_some_and(|c| {
+          (markers.iter())
+            .filter(|m| m.epoch > c.epoch)
+            .all(|m| !reaches_below(keys, markers, m.epoch, u64::MAX, epoch, 0))
+        });
+        if settled {
+          self.done()
+        } else {
+          self.next_epoch()
+        }
+      }
     }
+  }
+
+  fn done(&mut self) -> ListStep {
+    ListStep::Done(
+      std::mem::take(&mut self.keys),
+      std::mem::take(&mut self.markers),
+    )
   }
 }
 
@@ -169,8 +216,21 @@ impl RestoreListing {
 /// how many keys its listings returned. The simulator's restores go
 /// through it.
 pub fn gather(scope: &str, keys: &[LtxKey], hint: Option<LtxKey>) -> (Vec<LtxKey>, usize) {
-  let bucket: std::collections::BTreeSet<String> =
-    keys.iter().map(|k| k.object_key(scope)).collect();
+  let (keys, _, listed) = gather_linked(scope, keys, &[], hint);
+  (keys, listed)
+}
+
+/// [`gather`] over a bucket that also holds `markers`.
+pub fn gather_linked(
+  scope: &str,
+  keys: &[LtxKey],
+  markers: &[Marker],
+  hint: Option<LtxKey>,
+) -> (Vec<LtxKey>, Vec<Marker>, usize) {
+  let bucket: std::collections::BTreeSet<String> = (keys.iter())
+    .map(|k| k.object_key(scope))
+    .chain(markers.iter().map(|m| m.object_key(scope)))
+    .collect();
   let (mut l, mut step) = RestoreListing::new(scope);
   let mut listed = 0;
   loop {
@@ -191,7 +251,7 @@ pub fn gather(scope: &str, keys: &[LtxKey], hint: Option<LtxKey>) -> (Vec<LtxKey
         listed += got.len();
         l.on_keys(&got)
       }
-      ListStep::Done(k) => return (k, listed),
+      ListStep::Done(k, m) => return (k, m, listed),
     }
   }
 }
@@ -272,6 +332,51 @@ mod tests {
     }
   }
 
+  /// Any bucket with paged epochs: the gathered keys and markers decide as
+  /// the whole listing does, and a settled link is listed whole.
+  #[test]
+  fn gathered_markers_decide_as_the_whole_listing() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+      seed ^= seed << 13;
+      seed ^= seed >> 7;
+      seed ^= seed << 17;
+      seed % n
+    };
+    let mut linked = 0;
+    for _ in 0..5_000 {
+      let (mut keys, mut markers) = (Vec::new(), Vec::new());
+      for epoch in 1..=next(5) + 1 {
+        let paged = epoch > 1 && next(2) == 0;
+        if paged {
+          markers.push(Marker {
+            epoch,
+            from: next(epoch - 1) + 1,
+            cut: next(12) + 1,
+          });
+        }
+        let from = if paged || next(5) == 0 { 2 } else { 1 };
+        for t in from..=next(25) {
+          if next(40) != 0 {
+            keys.push(LtxKey::l0(epoch, t));
+          }
+        }
+        for _ in 0..next(3) {
+          keys.push(snap(epoch, next(28) + 1));
+        }
+      }
+      let (got, got_markers, _) = gather_linked("C:a", &keys, &markers, None);
+      let want = linked_chain(&keys, &markers);
+      assert_eq!(
+        linked_chain(&got, &got_markers),
+        want,
+        "{keys:?} {markers:?}"
+      );
+      linked += usize::from(want.is_some_and(|c| c.keys.iter().any(|k| k.epoch != c.epoch)));
+    }
+    assert!(linked > 250, "only {linked} linked chains");
+  }
+
   #[test]
   fn foreign_names_are_skipped() {
     let mut l = RestoreListing::new("C:a").0;
@@ -295,7 +400,7 @@ mod tests {
     );
     assert_eq!(
       l.on_keys(&["cells/C:a/ltx/e1/0000/x".into()]),
-      ListStep::Done(vec![])
+      ListStep::Done(vec![], vec![])
     );
   }
 }

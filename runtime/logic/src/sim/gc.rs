@@ -57,7 +57,7 @@ impl World {
           }
           (Pass::Deleting(below.len()), Op::DeleteEpochs(c, below))
         } else {
-          let Ok(cands) = crate::gc::candidates(&keys, r.epoch) else {
+          let Ok(cands) = crate::gc::candidates(&keys, &[], r.epoch) else {
             return;
           };
           // No retention: every candidate has expired.
