@@ -158,6 +158,7 @@ fn correct_protocol_holds_on_every_seed() {
       ("uploads answered out of order", st.uploads_out_of_order),
       ("uploads failed for good", st.failed_uploads),
       ("uploads landed above a failed one", st.landed_above_refused),
+      ("paged activations", st.paged),
     ] {
       assert!(
         n > s.seeds / 100,

@@ -241,13 +241,19 @@ mod tests {
     }];
     let h: Vec<u64> = history(&keys, &m, 2).iter().map(|k| k.max_txid).collect();
     assert_eq!(h, [2, 3, 4]);
-    assert!(history(&keys, &[], 2).is_empty(), "no TXID 1 without its marker");
+    assert!(
+      history(&keys, &[], 2).is_empty(),
+      "no TXID 1 without its marker"
+    );
     let l0 = |e, t| LtxKey::l0(e, t);
     assert_eq!(
       chain_to(&keys, &m, 2, 3),
       Some(vec![l0(1, 1), l0(1, 2), l0(1, 3), l0(2, 2), l0(2, 3)])
     );
-    assert_eq!(chain_to(&keys, &m, 2, 1), Some(vec![l0(1, 1), l0(1, 2), l0(1, 3)]));
+    assert_eq!(
+      chain_to(&keys, &m, 2, 1),
+      Some(vec![l0(1, 1), l0(1, 2), l0(1, 3)])
+    );
     assert_eq!(chain_to(&keys, &m, 2, 5), None);
     assert_eq!(chain_to(&keys, &[], 2, 3), None);
   }

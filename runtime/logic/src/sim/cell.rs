@@ -138,6 +138,9 @@ impl World {
     // The hint as the shell reads it before listing: never newer than the
     // listing (a hint naming what the listing lacks was written after it).
     let hint = self.store.snapshot_hints.get(&c).copied();
+    // The markers as the listing saw them: they are written before a paged
+    // cell serves, and only an epoch's deletion removes one.
+    let markers = self.store.markers.get(&c).cloned().unwrap_or_default();
     let node = &mut self.nodes[n];
     let name = &node.name;
     let Slot::Acquiring(a) = &mut node.cells[c] else {
@@ -170,21 +173,21 @@ impl World {
           .map(|l| l.iter().map(|(k, _)| *k).collect())
           .unwrap_or_default();
         let hint = hint.filter(|h| all.contains(h));
-        let keys = restore::gather(&scope, &all, hint).0;
+        let (keys, markers, _) = restore::listing::gather_linked(&scope, &all, &markers, hint);
         match (a.reuse.take(), l) {
           (Some((epoch, token)), Ok(l)) => {
             a.listing = Some(l);
             AcquireStep::Acquired(Acquired {
               epoch,
               token,
-              restore: restore::restore_chain(&keys),
+              restore: restore::linked_chain(&keys, &markers),
               previous: None,
             })
           }
           (Some(_), Err(e)) => AcquireStep::Failed(AcquireError::Store(e)),
           (None, Ok(l)) => {
             a.listing = Some(l);
-            a.m.on_ltx(Ok(&keys))
+            a.m.on_listing(Ok((&keys, &markers)))
           }
           (None, Err(e)) => a.m.on_ltx(Err(e)),
         }
@@ -205,6 +208,20 @@ impl World {
     let Slot::Acquiring(a) = std::mem::replace(&mut self.nodes[n].cells[c], Slot::Idle) else {
       return;
     };
+    // Drawn outside the random stream, so older seeds replay.
+    let paged = self.paged && acq.restore.is_some() && (acq.epoch + c as u64).is_multiple_of(2);
+    if let (true, Some(chain)) = (paged, &acq.restore) {
+      let m = restore::Marker {
+        epoch: acq.epoch,
+        from: chain.epoch,
+        cut: chain.txid,
+      };
+      if self.flaw != Some(Flaw::PagedWithoutMarker) {
+        self.store.markers.entry(c).or_default().push(m);
+      }
+      self.stats.paged += 1;
+      self.tr(|| format!("n{n}: pages cell {c} in at epoch {} from {m:?}", acq.epoch));
+    }
     let from_bucket = match (&acq.restore, &a.listing) {
       (Some(chain), Some(l)) => {
         let level = crate::compact::SNAPSHOT_LEVEL;
@@ -229,6 +246,7 @@ impl World {
       epoch,
       token: acq.token,
       base: db.len(),
+      offset: u64::from(paged),
       db,
       gate: AckGate::new(&self.nodes[n].name, epoch),
       pending: Vec::new(),
@@ -306,7 +324,7 @@ impl World {
     let Slot::Active(r) = &self.nodes[n].cells[c] else {
       return;
     };
-    let content = if txid == 1 {
+    let content = if txid == 1 && r.offset == 0 {
       r.db[..r.base + 1].to_vec()
     } else {
       vec![r.db[r.base + txid as usize - 1]]
@@ -316,7 +334,7 @@ impl World {
     let op = Op::PutLtx {
       cell: c,
       epoch,
-      txid,
+      txid: txid + r.offset,
       content: Rc::new(content),
     };
     self.send(n, Purpose::Upload { cell: c, run, txid }, op);
@@ -498,7 +516,7 @@ impl World {
     let op = Op::PutSnapshot {
       cell: c,
       epoch,
-      max: p.txid,
+      max: p.txid + r.offset,
       content,
     };
     self.send(n, Purpose::Snapshot { cell: c, run }, op);

@@ -57,7 +57,8 @@ impl World {
           }
           (Pass::Deleting(below.len()), Op::DeleteEpochs(c, below))
         } else {
-          let Ok(cands) = crate::gc::candidates(&keys, &[], r.epoch) else {
+          let markers = self.store.markers.get(&c).cloned().unwrap_or_default();
+          let Ok(cands) = crate::gc::candidates(&keys, &markers, r.epoch) else {
             return;
           };
           // No retention: every candidate has expired.

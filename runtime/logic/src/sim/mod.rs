@@ -73,6 +73,13 @@
 //! every epoch the rules allow goes at once; the lost-write checks at each
 //! restore then show that nothing a restore needs was deleted, and catch a
 //! pass without the guards ([`Flaw::GcWithoutGuards`]).
+//!
+//! **Paged epochs** ([`crate::restore::paged`], every third seed): half the
+//! activations that restore something open their epoch with a marker (the
+//! restored chain's epoch and TXID) instead of a snapshot, and number their
+//! commits from TXID 2; every later restore, GC pass and the final audit
+//! must link through it. An activation that serves without writing its
+//! marker is caught ([`Flaw::PagedWithoutMarker`]).
 
 mod cell;
 pub mod check;
@@ -138,10 +145,12 @@ pub enum Flaw {
   /// for its own first object in the listing, without reading the record,
   /// without keeping the epoch before.
   GcWithoutGuards,
+  /// A paged activation serves without writing its epoch's marker.
+  PagedWithoutMarker,
 }
 
 impl Flaw {
-  pub const ALL: [Flaw; 14] = [
+  pub const ALL: [Flaw; 15] = [
     Flaw::AckWithoutReread,
     Flaw::RestoreFromLocal,
     Flaw::TakeoverIgnoresLease,
@@ -156,6 +165,7 @@ impl Flaw {
     Flaw::SnapshotAtUpload,
     Flaw::SnapshotBeforeCommit,
     Flaw::GcWithoutGuards,
+    Flaw::PagedWithoutMarker,
   ];
 
   pub fn name(&self) -> &'static str {
@@ -174,6 +184,7 @@ impl Flaw {
       Flaw::SnapshotAtUpload => "snapshot-at-upload",
       Flaw::SnapshotBeforeCommit => "snapshot-before-commit",
       Flaw::GcWithoutGuards => "gc-without-guards",
+      Flaw::PagedWithoutMarker => "paged-without-marker",
     }
   }
 
@@ -230,6 +241,8 @@ pub struct Stats {
   pub snapshot_restores: u64,
   /// Epochs deleted by epoch GC.
   pub gc_epochs: u64,
+  /// Activations that paged in (an epoch opened by a marker).
+  pub paged: u64,
 }
 
 impl Stats {
@@ -256,6 +269,7 @@ impl Stats {
     self.snapshots += o.snapshots;
     self.snapshot_restores += o.snapshot_restores;
     self.gc_epochs += o.gc_epochs;
+    self.paged += o.paged;
   }
 }
 
@@ -423,6 +437,10 @@ pub(crate) struct World {
   snapshot_every: u64,
   /// Whether owners run epoch GC (odd seeds, with no retention).
   gc: bool,
+  /// Whether activations with something to restore page in (every third
+  /// seed, half the activations): the epoch opens with a marker linking it
+  /// to the state it restored, and its own writes start at TXID 2.
+  paged: bool,
 }
 
 impl World {
@@ -450,6 +468,7 @@ impl World {
       finishing: false,
       snapshot_every: 2 + cfg.seed % 4,
       gc: !cfg.seed.is_multiple_of(2) || cfg.flaw == Some(Flaw::GcWithoutGuards),
+      paged: cfg.seed % 3 == 1 || cfg.flaw == Some(Flaw::PagedWithoutMarker),
       rng,
       p,
     };
@@ -763,7 +782,8 @@ impl World {
           let l = self.store.list(c);
           let keys: Vec<_> = l.iter().map(|(k, _)| *k).collect();
           listing = Some(l);
-          m.on_ltx(Ok(&keys))
+          let markers = self.store.markers.get(&c).cloned().unwrap_or_default();
+          m.on_listing(Ok((&keys, &markers)))
         }
         S::Create { record } => self.audit_write(Op::CreateOwn(c, record), me, &mut m),
         S::Cas { record, token } => self.audit_write(Op::CasOwn(c, record, token), me, &mut m),

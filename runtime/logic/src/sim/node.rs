@@ -87,6 +87,9 @@ pub(super) struct Run {
   /// The state: the restored writes, then this epoch's commits.
   pub(super) db: Vec<u64>,
   pub(super) base: usize,
+  /// What the gate's TXIDs are short of the objects': 1 for an epoch that
+  /// paged in (its marker is TXID 1, its first commit TXID 2), else 0.
+  pub(super) offset: u64,
   pub(super) gate: AckGate,
   /// Written, not yet acknowledged: (write, txid).
   pub(super) pending: Vec<(u64, u64)>,

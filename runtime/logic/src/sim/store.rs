@@ -207,6 +207,9 @@ pub struct Store {
   /// Each cell's snapshot hint: the newest snapshot uploaded (written with
   /// it here; the shell writes it just after).
   pub snapshot_hints: BTreeMap<usize, LtxKey>,
+  /// Paged epochs' markers, per cell (written before the cell serves;
+  /// deleted with their epoch).
+  pub markers: BTreeMap<usize, Vec<crate::restore::Marker>>,
   waker: Option<(WakerRecord, Token)>,
   /// Per cell: the due time of its wake hint (set by the world: publishing
   /// a hint is the runtime's job, not a decision of this crate).
@@ -300,6 +303,9 @@ impl Store {
         let gone = |&(cell, e, _): &(usize, u64, u64)| cell == *c && epochs.contains(&e);
         self.ltx.retain(|k, _| !gone(k));
         self.snapshots.retain(|k, _| !gone(k));
+        if let Some(ms) = self.markers.get_mut(c) {
+          ms.retain(|m| !epochs.contains(&m.epoch));
+        }
         let t = self.token();
         (Answer::Write(WriteAnswer::Applied(t)), None)
       }
