@@ -267,3 +267,39 @@ fn a_recovery_waits_for_a_follower_within_its_budget() {
   let record = bucket_json(&bucket.join(format!("log/a/{session}.json"))).unwrap();
   assert_eq!(record["state"], "sealed", "{record}");
 }
+
+#[test]
+fn a_follower_that_never_stored_a_batch_never_holds_a_cell_back() {
+  let f = fleet_nodes("inactive");
+  let bucket = f.dir.join("bucket");
+  let b = f.run("b");
+  let a = f.run("a");
+  // b freezes with its lease live: a names it as its follower and sends it
+  // a first batch that it never stores; a dies before anything is proven.
+  let signal = |sig: &str, pid: u32| {
+    std::process::Command::new("kill")
+      .args([sig, &pid.to_string()])
+      .status()
+      .unwrap();
+  };
+  signal("-STOP", b.child.id());
+  let addr = a.addr;
+  std::thread::spawn(move || request(addr, "POST", "/increment?name=x", &[], b""));
+  let record = wait_for("a never named b", Duration::from_secs(10), || {
+    let dir = bucket.join("log/a");
+    let f = std::fs::read_dir(dir).ok()?.flatten().next()?;
+    bucket_json(&f.path()).filter(|r| r["epochs"][0]["members"][0].is_string())
+  });
+  assert_eq!(record["epochs"][0]["active"], false, "{record}");
+  assert_eq!(record["epochs"][0]["drained"], false, "{record}");
+  drop(a);
+  signal("-KILL", b.child.id());
+  drop(b);
+  // c takes x once a's lease lapses: the epoch never proved a write, so
+  // its recovery needs nothing from b, which is gone for good.
+  let c = f.run("c");
+  let have = wait_for("c never served x", Duration::from_secs(20), || {
+    count(&c, "x")
+  });
+  assert!(have <= 1, "{}", c.log());
+}

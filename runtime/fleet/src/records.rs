@@ -96,7 +96,7 @@ pub fn log_json(r: &LogRecord) -> String {
     LogState::Sealed => ("sealed", None),
   };
   let epochs: Vec<serde_json::Value> = (r.epochs.iter())
-    .map(|e| serde_json::json!({ "n": e.n, "members": e.members, "drained": e.drained }))
+    .map(|e| serde_json::json!({ "n": e.n, "members": e.members, "drained": e.drained, "active": e.active }))
     .collect();
   serde_json::json!({
     "node": r.node,
@@ -140,6 +140,8 @@ pub fn parse_log(b: &[u8]) -> Result<LogRecord, StoreError> {
       n,
       members,
       drained: e["drained"].as_bool().unwrap_or(false),
+      // Written before the field existed: any epoch may have proven.
+      active: e["active"].as_bool().unwrap_or(true),
     });
   }
   Ok(LogRecord {

@@ -50,6 +50,18 @@ struct Current {
   members: Vec<String>,
   next_seq: u64,
   stored: BTreeMap<String, u64>,
+  /// The record says this epoch is active: its batches may be proven.
+  active: bool,
+}
+
+impl Current {
+  /// The batches every member stored.
+  fn proven(&self) -> u64 {
+    (self.members.iter())
+      .map(|m| self.stored.get(m).copied().unwrap_or(0))
+      .min()
+      .unwrap_or(0)
+  }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -241,7 +253,7 @@ impl FleetGate {
     members.truncate(MAX_FOLLOWERS);
     if members.is_empty() {
       self.queued_to_bucket(out);
-      self.flush_drained(out);
+      self.flush(out);
       return;
     }
     let base = match &self.record {
@@ -254,16 +266,28 @@ impl FleetGate {
     self.write(record, out);
   }
 
-  /// Records the drained log epochs when no record write is in flight:
-  /// recovery then needs none of their members, which may never answer
-  /// again (a node gone with its disk).
-  fn flush_drained(&mut self, out: &mut GateOut) {
-    if self.fenced || self.writing.is_some() || self.drained_unrecorded().is_empty() {
+  /// Writes what the record lacks, when no write is in flight: the drained
+  /// log epochs (recovery then needs none of their members, which may never
+  /// answer again: a node gone with its disk), and the current epoch as
+  /// active once a batch of it is stored by every member (before that
+  /// batch is proven).
+  fn flush(&mut self, out: &mut GateOut) {
+    if self.fenced || self.writing.is_some() {
       return;
     }
-    if let Some((r, _)) = &self.record {
-      let r = r.with_drained(&self.drained_unrecorded());
-      self.write(r, out);
+    let Some((r, _)) = &self.record else {
+      return;
+    };
+    let mut next = r.with_drained(&self.drained_unrecorded());
+    if let Some(c) = self
+      .current
+      .as_ref()
+      .filter(|c| !c.active && c.proven() > 0)
+    {
+      next = next.with_active(c.n);
+    }
+    if next != *r {
+      self.write(next, out);
     }
   }
 
@@ -273,7 +297,7 @@ impl FleetGate {
       self
         .record
         .as_ref()
-        .is_some_and(|(r, _)| r.active().any(|e| e.n == n))
+        .is_some_and(|(r, _)| r.undrained().any(|e| e.n == n))
     };
     (self.epochs.iter())
       .filter(|(n, p)| p.drained && active(**n))
@@ -311,18 +335,10 @@ impl FleetGate {
         }
         let s = c.stored.entry(member.to_string()).or_insert(0);
         *s = (*s).max(through);
-        let proven = c
-          .members
-          .iter()
-          .map(|m| c.stored.get(m).copied().unwrap_or(0))
-          .min()
-          .unwrap_or(0);
-        for s in self.slots.values_mut() {
-          if matches!(*s, Slot::Fleet { epoch: e, seq } if e == epoch && seq <= proven) {
-            *s = Slot::Settled(true);
-          }
-        }
-        self.settle(&mut out);
+        // The first proof of an epoch waits for the record to say it is
+        // active (`flush` asks for that).
+        self.prove(&mut out);
+        self.flush(&mut out);
       }
       AppendAnswer::Sealed => self.fence(&mut out),
       AppendAnswer::Gap { .. } => self.on_member_failed(member, epoch, &mut out),
@@ -351,7 +367,7 @@ impl FleetGate {
     if self.slots.values().any(|s| *s == Slot::Queued) {
       self.form(out);
     }
-    self.flush_drained(out);
+    self.flush(out);
   }
 
   /// Closes the current log epoch: its unproven batches take the bucket
@@ -397,9 +413,18 @@ impl FleetGate {
       WriteAnswer::Failed(_) => {
         self.writing = None;
         self.queued_to_bucket(&mut out);
+        self.unactivated_to_bucket(&mut out);
       }
     }
     out
+  }
+
+  /// A record write that would have activated the current epoch failed:
+  /// its batches take the bucket, and later ones a new epoch.
+  fn unactivated_to_bucket(&mut self, out: &mut GateOut) {
+    if self.current.as_ref().is_some_and(|c| !c.active) {
+      self.close_current(out);
+    }
   }
 
   /// The record read back after an ambiguous write.
@@ -416,10 +441,12 @@ impl FleetGate {
         self.record = Some((rec, token));
         self.writing = None;
         self.queued_to_bucket(&mut out);
+        self.unactivated_to_bucket(&mut out);
       }
       Ok(None) => {
         self.writing = None;
         self.queued_to_bucket(&mut out);
+        self.unactivated_to_bucket(&mut out);
       }
       // Unknown: read again; meanwhile the queued batches take the bucket.
       Err(_) => {
@@ -450,6 +477,7 @@ impl FleetGate {
         members: e.members,
         next_seq: 1,
         stored: BTreeMap::new(),
+        active: e.active,
       });
       let queued: Vec<u64> = (self.slots.iter())
         .filter(|(_, s)| **s == Slot::Queued)
@@ -461,7 +489,18 @@ impl FleetGate {
     } else if self.current.is_none() && self.slots.values().any(|s| *s == Slot::Queued) {
       self.form(out);
     }
-    self.flush_drained(out);
+    let recorded_active = |n: u32| {
+      (self.record.as_ref()).is_some_and(|(r, _)| r.epochs.iter().any(|e| e.n == n && e.active))
+    };
+    if let Some(n) = self.current.as_ref().filter(|c| !c.active).map(|c| c.n)
+      && recorded_active(n)
+    {
+      if let Some(c) = self.current.as_mut() {
+        c.active = true;
+      }
+      self.prove(out);
+    }
+    self.flush(out);
   }
 
   /// The bucket proof of batch `id` finished (`ok`: upload and ownership
@@ -475,6 +514,20 @@ impl FleetGate {
     }
     self.settle(&mut out);
     out
+  }
+
+  /// Proves what every member of the active current epoch stored.
+  fn prove(&mut self, out: &mut GateOut) {
+    let Some(c) = self.current.as_ref().filter(|c| c.active) else {
+      return;
+    };
+    let (epoch, proven) = (c.n, c.proven());
+    for s in self.slots.values_mut() {
+      if matches!(*s, Slot::Fleet { epoch: e, seq } if e == epoch && seq <= proven) {
+        *s = Slot::Settled(true);
+      }
+    }
+    self.settle(out);
   }
 
   fn settle(&mut self, out: &mut GateOut) {
@@ -506,7 +559,7 @@ impl FleetGate {
     if p.closed && p.unuploaded.is_empty() {
       p.drained = true;
     }
-    self.flush_drained(&mut out);
+    self.flush(&mut out);
     out
   }
 }
@@ -551,9 +604,43 @@ mod tests {
         .is_empty()
     );
     let out = g.on_append("c", 1, AppendAnswer::Stored { through: 1 });
+    // Stored by every member, proven only once the record says the epoch
+    // is active: recovery then knows to ask its members.
+    assert!(out.settled.is_empty());
+    let w = out
+      .write_record
+      .expect("the epoch is recorded active first");
+    assert!(w.record.epochs[0].active);
+    assert_eq!(w.token, Some(Token::new("1")));
+    let out = g.on_record_write(applied("2"));
     assert_eq!(out.settled, [(1, true)]);
     let out = g.on_append("c", 1, AppendAnswer::Stored { through: 2 });
     assert_eq!(out.settled, [(2, true)]);
+    assert!(out.write_record.is_none(), "once per epoch");
+  }
+
+  #[test]
+  fn an_epoch_whose_activation_fails_takes_the_bucket() {
+    let mut g = FleetGate::new("a", "a.1");
+    live(&mut g, &["b"]);
+    g.on_commit(1);
+    g.on_record_write(applied("1"));
+    assert!(
+      g.on_append("b", 1, AppendAnswer::Stored { through: 1 })
+        .write_record
+        .is_some()
+    );
+    let out = g.on_record_write(WriteAnswer::Failed(crate::StoreError("down".into())));
+    assert_eq!(out.bucket, [1]);
+    assert!(out.settled.is_empty());
+    // A recovery that fenced the record first: fenced for good.
+    let mut g = FleetGate::new("a", "a.2");
+    live(&mut g, &["b"]);
+    g.on_commit(1);
+    g.on_record_write(applied("1"));
+    g.on_append("b", 1, AppendAnswer::Stored { through: 1 });
+    assert_eq!(g.on_record_write(WriteAnswer::Rejected).bucket, [1]);
+    assert!(g.is_fenced());
   }
 
   #[test]
@@ -574,12 +661,14 @@ mod tests {
     assert_eq!(w.record.latest().unwrap().members, ["b"]);
     let out = g.on_record_write(applied("2"));
     assert_eq!(out.sends[0].seq, 1);
-    // Proven, but acknowledged only after the batches before it.
+    // Proven (once recorded active), but acknowledged only after the
+    // batches before it.
     assert!(
       g.on_append("b", 2, AppendAnswer::Stored { through: 1 })
         .settled
         .is_empty()
     );
+    assert!(g.on_record_write(applied("3")).settled.is_empty());
     assert!(g.on_bucket_proof(2, true).settled.is_empty());
     assert_eq!(
       g.on_bucket_proof(1, true).settled,

@@ -35,6 +35,11 @@ pub struct LogEpoch {
   /// A bucket proof covers everything acknowledged under this log epoch:
   /// recovery no longer needs any of its members.
   pub drained: bool,
+  /// A fleet proof may have been issued under it: the owner records this
+  /// before its first one. Until then every acknowledgement of the epoch
+  /// was a bucket proof, and recovery needs none of its members (one that
+  /// died before storing anything would otherwise hold the cell forever).
+  pub active: bool,
 }
 
 /// The content of `log/<node>/<session>.json`.
@@ -66,9 +71,24 @@ impl LogRecord {
     }
   }
 
-  /// The log epochs recovery must gather: not yet drained to the bucket.
+  /// The log epochs recovery must gather: active and not yet drained to
+  /// the bucket.
   pub fn active(&self) -> impl Iterator<Item = &LogEpoch> {
+    self.epochs.iter().filter(|e| e.active && !e.drained)
+  }
+
+  /// The log epochs not yet recorded drained.
+  pub fn undrained(&self) -> impl Iterator<Item = &LogEpoch> {
     self.epochs.iter().filter(|e| !e.drained)
+  }
+
+  /// The record with log epoch `n` active.
+  pub fn with_active(&self, n: u32) -> Self {
+    let mut r = self.clone();
+    for e in r.epochs.iter_mut().filter(|e| e.n == n) {
+      e.active = true;
+    }
+    r
   }
 
   pub fn latest(&self) -> Option<&LogEpoch> {
@@ -84,6 +104,7 @@ impl LogRecord {
       n,
       members,
       drained: false,
+      active: false,
     });
     r
   }

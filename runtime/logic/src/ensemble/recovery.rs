@@ -389,8 +389,11 @@ mod tests {
   use super::*;
   use crate::ensemble::follower::{Batch, EpochTail};
 
+  /// A record whose one log epoch (`members`) issued fleet proofs.
   fn rec(members: &[&str]) -> LogRecord {
-    LogRecord::open("a", "a.1").with_epoch(members.iter().map(|m| m.to_string()).collect())
+    LogRecord::open("a", "a.1")
+      .with_epoch(members.iter().map(|m| m.to_string()).collect())
+      .with_active(1)
   }
 
   fn ranged(through: u64, certified: bool) -> MemberAnswer<u64> {
@@ -551,6 +554,24 @@ mod tests {
     };
     assert_eq!(record.state, LogState::Sealed);
     (record, token)
+  }
+
+  #[test]
+  fn an_epoch_that_never_proved_needs_none_of_its_members() {
+    let inactive = LogRecord::open("a", "a.1").with_epoch(vec!["b".into()]);
+    let (mut r, _) = Recovery::<u64>::new("a", "a.1", "x", 1000, 3);
+    let _ = r.on_record(Ok(Some((inactive, Token::new("1")))));
+    // Fenced: no member to ask, nothing to upload, and the record sealed.
+    let step = r.on_write(WriteAnswer::Applied(Token::new("2")));
+    assert_eq!(
+      step,
+      RecoveryStep::Upload { entries: vec![] },
+      "an inactive epoch waited for its member"
+    );
+    let RecoveryStep::Cas { record, .. } = r.on_uploaded(true) else {
+      panic!("not sealed")
+    };
+    assert_eq!(record.state, LogState::Sealed);
   }
 
   #[test]

@@ -58,10 +58,13 @@ pub enum EnsembleFlaw {
   /// A follower stores a batch that does not follow what it holds (as if
   /// the missing ones were pruned).
   AcceptGap,
+  /// The record never says an epoch is active (the owner proves anyway):
+  /// recovery then skips epochs that did prove writes.
+  ActiveNotRecorded,
 }
 
 impl EnsembleFlaw {
-  pub const ALL: [EnsembleFlaw; 10] = [
+  pub const ALL: [EnsembleFlaw; 11] = [
     EnsembleFlaw::AckOnFirstStore,
     EnsembleFlaw::TailWithoutSeal,
     EnsembleFlaw::RestoreBeforeRecovery,
@@ -72,6 +75,7 @@ impl EnsembleFlaw {
     EnsembleFlaw::AcceptGap,
     EnsembleFlaw::IgnoreLogIdentity,
     EnsembleFlaw::CasBeforeRecovery,
+    EnsembleFlaw::ActiveNotRecorded,
   ];
 }
 
@@ -525,6 +529,11 @@ impl World {
     if let Some(wr) = out.write_record.take() {
       let applied = if self.flaw == Some(EnsembleFlaw::EpochWithoutRecord) && wr.token.is_some() {
         WriteAnswer::Applied(Token::new("unwritten"))
+      } else if self.flaw == Some(EnsembleFlaw::ActiveNotRecorded) {
+        // Stored without the activation; the owner is told it applied.
+        let mut stored = wr.record.clone();
+        stored.epochs.iter_mut().for_each(|e| e.active = false);
+        self.write_record(&me, stored, wr.token)
       } else {
         self.write_record(&me, wr.record.clone(), wr.token)
       };
@@ -1234,7 +1243,7 @@ impl World {
       if r.state != crate::ensemble::record::LogState::Open || g.is_fenced() {
         return None;
       }
-      let n = (r.active().map(|e| e.n)).find(|n| Some(*n) != g.current_epoch())?;
+      let n = (r.undrained().map(|e| e.n)).find(|n| Some(*n) != g.current_epoch())?;
       Some(format!(
         "log epoch {n} of session {me} was never recorded drained"
       ))
