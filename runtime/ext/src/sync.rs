@@ -37,21 +37,31 @@ pub struct SyncFailure {
 }
 
 impl SyncBatch {
-  /// The blocking part: fsync, then (with a bucket) the acknowledgement
-  /// rule over this round's LTX objects.
-  pub fn run(self) -> Result<(), SyncFailure> {
-    // An fsync that failed may have dropped any of the round's pages.
+  /// The blocking part: fsync and (with a bucket) the acknowledgement rule
+  /// over this round's LTX objects, at once: the round is acknowledged only
+  /// once both are done, and objects that reach a follower or the bucket
+  /// before a failed fsync are a failed round's, which a restore may show
+  /// (an acknowledgement never came for them).
+  pub fn run(mut self) -> Result<(), SyncFailure> {
     let all: Vec<u32> = self.cells.iter().map(|(h, _)| *h).collect();
-    self.fsync().map_err(|e| SyncFailure {
+    let (handles, uploads): (Vec<u32>, Vec<_>) =
+      std::mem::take(&mut self.uploads).into_iter().unzip();
+    let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
+    let proof = (self.fleet.clone()).map(|fleet| {
+      let f = fleet.clone();
+      fleet.spawn(async move { f.publish(uploads).await })
+    });
+    // An fsync that failed may have dropped any of the round's pages.
+    let synced = self.fsync();
+    let proved = proof.map(futures::executor::block_on);
+    synced.map_err(|e| SyncFailure {
       message: format!("Durable Object reset because its storage could not be made durable: {e}"),
       cells: all.clone(),
     })?;
-    let Some(fleet) = self.fleet else {
+    let Some(proved) = proved else {
       return Ok(());
     };
-    let (handles, uploads): (Vec<u32>, Vec<_>) = self.uploads.into_iter().unzip();
-    let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
-    fleet.publish_blocking(uploads).map_err(|failed| {
+    proved.map_err(|failed| {
       // The node lease lapsed (empty scope): every cell of the round.
       let whole = failed.iter().any(|(s, _)| s.is_empty());
       let cells = if whole {
