@@ -191,7 +191,7 @@ fn facets_move_with_their_parent(
     assert_eq!(count("/facets/bar"), Some(0));
   }
   assert_eq!(text(&b, "/?f=foo"), "3 1 2");
-  signal_term(&mut b);
+  sigterm(&mut b);
   let a = start("a");
   assert_eq!(text_once_taken(&a, "/?f=bar/baz"), "0 0 1", "{}", a.log());
   // bar itself starts empty too (it never counted: its child did).
@@ -219,14 +219,4 @@ fn facets_move_with_their_parent_on_s3_through_moto() {
     ("AWS_SECRET_ACCESS_KEY", "testing"),
   ];
   facets_move_with_their_parent("facets-s3", &url, &extra, &env, None);
-}
-
-/// A clean stop (SIGTERM): the node releases its cells.
-fn signal_term(ch: &mut Cellhost) {
-  let pid = ch.child.id().to_string();
-  std::process::Command::new("kill")
-    .args(["-TERM", &pid])
-    .status()
-    .unwrap();
-  assert_eq!(ch.child.wait().unwrap().code(), Some(0), "{}", ch.log());
 }

@@ -65,15 +65,10 @@ fn ltx_keys(bucket: &Path) -> Vec<String> {
   out
 }
 
-/// A clean stop (SIGTERM): the node drains and releases its cells, so the
-/// next node takes them at once and never picks it as a follower.
+/// A clean stop: the next node takes the cell at once and never picks
+/// this one as a follower.
 fn stop(mut ch: Cellhost) {
-  let pid = ch.child.id().to_string();
-  std::process::Command::new("kill")
-    .args(["-TERM", &pid])
-    .status()
-    .unwrap();
-  assert_eq!(ch.child.wait().unwrap().code(), Some(0), "{}", ch.log());
+  sigterm(&mut ch);
 }
 
 fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {

@@ -578,6 +578,17 @@ impl Bucketed {
   }
 }
 
+/// A clean stop (SIGTERM): the node drains and releases its cells; it must
+/// exit with 0.
+pub fn sigterm(ch: &mut Cellhost) {
+  let pid = ch.child.id().to_string();
+  std::process::Command::new("kill")
+    .args(["-TERM", &pid])
+    .status()
+    .unwrap();
+  assert_eq!(ch.child.wait().unwrap().code(), Some(0), "{}", ch.log());
+}
+
 /// The counter example's `POST /increment?name=NAME`: the new count, or
 /// `None` when the node did not answer 200.
 pub fn incr(ch: &Cellhost, name: &str) -> Option<u64> {
