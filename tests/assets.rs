@@ -93,6 +93,19 @@ fn answer(addr: SocketAddr, line: &Line) -> String {
   format!("{}\n{}\n{:?}", r.status, hs.join("\n"), r.text())
 }
 
+/// Waits until wrangler dev answers (its port can listen a moment before
+/// its first reload settles); a server that never answers fails the test.
+fn settle(addr: SocketAddr) {
+  let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+  while request(addr, "GET", "/", &[], b"").is_err() {
+    assert!(
+      std::time::Instant::now() < deadline,
+      "wrangler dev at {addr} never answered"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+  }
+}
+
 #[test]
 fn assets_match_wrangler_dev() {
   let root = repo_root().join("tests/assets");
@@ -111,8 +124,12 @@ fn assets_match_wrangler_dev() {
   let (mut compared, mut diffs) = (0, Vec::new());
   for case in &cases {
     let name = case.file_name().unwrap().to_string_lossy().to_string();
-    let ours = Cellhost::start(case, &["--data", case.join(".data").to_str().unwrap()]);
+    // Cellhost's data lives outside the case: wrangler dev watches the case
+    // directory and may reload (closing its port a moment) when files change.
+    let data = tmp.with_extension(format!("{name}.data"));
+    let ours = Cellhost::start(case, &["--data", data.to_str().unwrap()]);
     let (dev, theirs) = wrangler_dev(case, &[]);
+    settle(theirs);
     for line in &lines {
       let a = answer(theirs, line);
       let b = answer(ours.addr, line);
