@@ -2,6 +2,8 @@
 # Hello-world throughput: workerd and cellhost serve examples/hello in turn and
 # are driven by the same wrk load; prints req/s, p50/p99 latency, resident
 # memory at idle and under load, and the cellhost/workerd ratios.
+# CELLHOST_BEFORE=/path/to/an/older/cellhost adds that build's row and the
+# ratios against it (the "before" of a change).
 #   bash bench/hello.sh [seconds] [connections]
 source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
@@ -15,7 +17,10 @@ run_one() { # name port pid
   local name=$1 port=$2 pid=$3
   wait_up "$port"
   for _ in $(seq 200); do curl -s "http://127.0.0.1:$port/" >/dev/null; done   # warm up
-  sleep 1
+  # Idle: 2 s after the warm-up. An isolate gives memory back once it has
+  # been without work for 1 s (runtime/host/src/quiet.rs); both runtimes
+  # get the same wait.
+  sleep 2
   local idle; idle=$(rss_kb "$pid")
   local peak=0
   ( while sleep 0.5; do r=$(rss_kb "$pid" 2>/dev/null || echo 0); echo "$r"; done ) > "$out/$name.rss" &
@@ -40,6 +45,13 @@ cpid=$!
 run_one cellhost "$cport" "$cpid"
 kill $cpid; wait $cpid 2>/dev/null || true
 
+if [ -n "${CELLHOST_BEFORE:-}" ]; then
+  RUST_LOG=warn "$CELLHOST_BEFORE" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+  bpid=$!
+  run_one before "$cport" "$bpid"
+  kill $bpid; wait $bpid 2>/dev/null || true
+fi
+
 echo "hello world, wrk -t2 -c$conns -d${secs}s, $(nproc) cores"
 printf "%-9s %12s %9s %9s %11s %11s\n" runtime "req/s" "p50 ms" "p99 ms" "idle RSS MB" "load RSS MB"
 while read -r name rps p50 p99 idle peak; do
@@ -50,3 +62,9 @@ read -r _ cr cp50 cp99 ci cpk < <(grep '^cellhost' "$out/results")
 printf "ratio cellhost/workerd: req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
   "$(echo "$cr/$wr" | bc -l)" "$(echo "$(to_ms "$cp99")/$(to_ms "$wp99")" | bc -l)" \
   "$(echo "$ci/$wi" | bc -l)" "$(echo "$cpk/$wpk" | bc -l)"
+if [ -n "${CELLHOST_BEFORE:-}" ]; then
+  read -r _ br bp50 bp99 bi bpk < <(grep '^before' "$out/results")
+  printf "ratio cellhost/before: req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
+    "$(echo "$cr/$br" | bc -l)" "$(echo "$(to_ms "$cp99")/$(to_ms "$bp99")" | bc -l)" \
+    "$(echo "$ci/$bi" | bc -l)" "$(echo "$cpk/$bpk" | bc -l)"
+fi

@@ -216,6 +216,12 @@ impl Inbox {
     }
   }
 
+  /// How many jobs JavaScript has picked up so far (wrapping): it moves
+  /// whenever the isolate is given work.
+  pub fn taken(&self) -> u32 {
+    self.next_id.get()
+  }
+
   /// Whether work is waiting that JavaScript has not picked up yet.
   pub fn has_queued(&self) -> bool {
     !self.rx.borrow().is_empty() || !self.front.borrow().is_empty()

@@ -15,6 +15,7 @@ use deno_core::{JsRuntime, ModuleSpecifier, PollEventLoopOptions, RuntimeOptions
 use tokio::sync::mpsc;
 
 use crate::loader::Loader;
+use crate::quiet::Quiet;
 use crate::snapshot::{RESIDUAL_ESM, RESIDUAL_JS, SNAPSHOT};
 use crate::watchdog::{self, Watch};
 use crate::{Format, WorkerSpec};
@@ -697,6 +698,7 @@ fn settle(
 async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
   let state = js.op_state();
   let mut syncing: VecDeque<Round> = VecDeque::new();
+  let mut quiet = Quiet::new();
   loop {
     let result = poll_fn(|cx| {
       watch.enter();
@@ -710,6 +712,17 @@ async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
       }
       inbox.fail_cells(&failed, cells.committed());
       durability(cx, cells, inbox, &mut syncing);
+      drop(st);
+      if r.is_pending()
+        && quiet.due(
+          cx,
+          tokio::time::Instant::now(),
+          inbox.taken(),
+          !syncing.is_empty(),
+        )
+      {
+        crate::quiet::release(js);
+      }
       r
     })
     .await;

@@ -8,6 +8,7 @@
 mod isolate;
 mod loader;
 mod node;
+mod quiet;
 pub mod rules;
 mod watchdog;
 
