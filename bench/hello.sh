@@ -40,13 +40,19 @@ wpid=$!
 run_one workerd "$wport" "$wpid"
 kill $wpid; wait $wpid 2>/dev/null || true
 
-RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+# Both cellhost builds run from fresh copies in $out: how much of a
+# binary's code counts as resident depends on how much of the file the page
+# cache holds (the same binary read 33 or 38 MB of file-backed RSS), so
+# each starts with its whole file cached, as a server's would be.
+cp target/release/cellhost "$out/cellhost"
+[ -n "${CELLHOST_BEFORE:-}" ] && cp "$CELLHOST_BEFORE" "$out/before"
+RUST_LOG=warn "$out/cellhost" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
 cpid=$!
 run_one cellhost "$cport" "$cpid"
 kill $cpid; wait $cpid 2>/dev/null || true
 
 if [ -n "${CELLHOST_BEFORE:-}" ]; then
-  RUST_LOG=warn "$CELLHOST_BEFORE" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+  RUST_LOG=warn "$out/before" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
   bpid=$!
   run_one before "$cport" "$bpid"
   kill $bpid; wait $bpid 2>/dev/null || true

@@ -209,3 +209,32 @@ fn compatibility_flags_decide_what_node_is_there() {
   );
   assert_eq!(dated["node:fs"], "ok", "{dated}");
 }
+
+/// No process loads the C++ standard library: ada, the URL parser, takes
+/// the few symbols it needs from runtime/url/src/cxx.rs, where loading
+/// libstdc++ cost every process about 1.2 MB resident (`bench/hello.sh`).
+/// URL parsing works all the same, with and without Node.js compatibility.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn no_process_loads_the_cxx_standard_library() {
+  let d = tempdir("no-libstdcxx");
+  let worker = "export default { fetch(r) { const u = new URL('../b?x=1#h', 'https://user@EXAMPLE.com:443/a/c'); \
+     return new Response(`${u.href} ${new URL(r.url).pathname}`) } }";
+  std::fs::write(d.join("worker.js"), worker).unwrap();
+  for flags in ["", "compatibility_flags = [\"nodejs_compat\"]\n"] {
+    std::fs::write(
+      d.join("wrangler.toml"),
+      format!("name = \"w\"\nmain = \"worker.js\"\ncompatibility_date = \"2025-01-01\"\n{flags}"),
+    )
+    .unwrap();
+    let ch = Cellhost::start(&d, &["--data", &d.join(".data").to_string_lossy()]);
+    let r = get(ch.addr, "/p");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "https://user@example.com/b?x=1#h /p", "{flags}");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", ch.child.id())).unwrap();
+    assert!(
+      !maps.contains("libstdc++"),
+      "the process loaded libstdc++ ({flags}):\n{maps}"
+    );
+  }
+}

@@ -68,6 +68,38 @@ impl LocalDir {
     self.root.join(key)
   }
 
+  /// A read that finds nothing means "absent" only while the bucket itself
+  /// is there: a root that is gone or not a directory (an unmounted volume,
+  /// a link pointing elsewhere) fails the read, or a restore would list an
+  /// empty history and start a cell from nothing. Reads check before they
+  /// start and again when they find nothing, so a root that was away at any
+  /// moment in between is seen.
+  fn reachable(&self) -> io::Result<()> {
+    match fs::metadata(self.root.join(META_DIR)) {
+      Ok(m) if m.is_dir() => Ok(()),
+      Ok(_) => Err(self.unreachable("its own directory is not a directory")),
+      Err(e) => Err(self.unreachable(&e.to_string())),
+    }
+  }
+
+  /// The error of a bucket whose root cannot be reached (never `NotFound`,
+  /// which callers read as an absent key).
+  fn unreachable(&self, why: &str) -> io::Error {
+    io::Error::other(format!(
+      "the bucket directory {} is unreachable ({why})",
+      self.root.display()
+    ))
+  }
+
+  /// `e` from a read of something absent (not found, or a path through a
+  /// file), once the bucket is confirmed reachable; any other error as is.
+  fn absent(&self, e: io::Error) -> io::Result<()> {
+    match e.kind() {
+      io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => self.reachable(),
+      _ => Err(e),
+    }
+  }
+
   /// Writes header + data to a fresh temp file and fsyncs it.
   fn stage(&self, data: &[u8], token: &str) -> io::Result<PathBuf> {
     let tmp = self
@@ -132,10 +164,10 @@ impl LocalDir {
   }
 
   fn do_get(&self, key: &str) -> io::Result<Option<(Bytes, Version)>> {
+    self.reachable()?;
     let mut f = match File::open(self.object(key)) {
       Ok(f) => f,
-      Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-      Err(e) => return Err(e),
+      Err(e) => return self.absent(e).map(|()| None),
     };
     if f.metadata()?.is_dir() {
       // Only a prefix of other keys (`a` when `a/b` exists): no object here.
@@ -148,10 +180,13 @@ impl LocalDir {
   }
 
   fn do_get_range(&self, key: &str, range: &ByteRange) -> Result<Bytes> {
+    self.reachable().map_err(io_err)?;
     let mut f = match File::open(self.object(key)) {
       Ok(f) => f,
-      Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::NotFound(key.into())),
-      Err(e) => return Err(io_err(e)),
+      Err(e) => {
+        self.absent(e).map_err(io_err)?;
+        return Err(Error::NotFound(key.into()));
+      }
     };
     read_token(&mut f).map_err(io_err)?;
     let len = f.metadata().map_err(io_err)?.len() - HEADER;
@@ -251,7 +286,11 @@ impl LocalDir {
     for (key, path) in self.walk(prefix)? {
       let mut f = match File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+        // Deleted since the walk saw it.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+          self.reachable()?;
+          continue;
+        }
         Err(e) => return Err(e),
       };
       match read_token(&mut f) {
@@ -276,6 +315,7 @@ impl LocalDir {
 
   /// The directories directly under `prefix` (one `read_dir`, no walk).
   fn do_list_dirs(&self, prefix: &str) -> io::Result<Vec<String>> {
+    self.reachable()?;
     let dir = if prefix.is_empty() {
       self.root.to_path_buf()
     } else {
@@ -283,10 +323,7 @@ impl LocalDir {
     };
     let entries = match fs::read_dir(&dir) {
       Ok(e) => e,
-      Err(e) if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory => {
-        return Ok(Vec::new());
-      }
-      Err(e) => return Err(e),
+      Err(e) => return self.absent(e).map(|()| Vec::new()),
     };
     let mut out = Vec::new();
     for entry in entries {
@@ -309,19 +346,18 @@ impl LocalDir {
     } else {
       self.object(prefix)
     };
+    self.reachable()?;
     let mut out = Vec::new();
     let mut dirs = vec![(base, prefix.to_string())];
     while let Some((dir, rel)) = dirs.pop() {
       let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
         // Absent, a plain object, or deleted between listing its parent
-        // and reading it.
-        Err(e)
-          if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
-        {
+        // and reading it: nothing there, if the bucket is.
+        Err(e) => {
+          self.absent(e)?;
           continue;
         }
-        Err(e) => return Err(e),
       };
       for entry in entries {
         let entry = entry?;

@@ -339,3 +339,80 @@ async fn remote_refused_connection_is_a_plain_failure() {
     );
   }
 }
+
+/// A bucket directory that goes away (here: the link the bucket is opened
+/// through points at a regular file, then at nothing, as an unmounted or
+/// moved volume would) fails every read. It never reads as empty: a restore
+/// that listed an empty history would start a cell from nothing and lose
+/// every acknowledged write (the fault lab's outage found this).
+#[tokio::test]
+async fn local_unreachable_root_fails_reads_and_never_reads_empty() {
+  let dir = TempDir::new("unreachable");
+  let real = dir.0.join("real");
+  std::fs::create_dir(&real).unwrap();
+  let link = dir.0.join("link");
+  std::os::unix::fs::symlink(&real, &link).unwrap();
+  let b = Bucket::open(
+    &format!("file://{}", link.display()),
+    &BucketOptions::default(),
+  )
+  .unwrap();
+  b.put("cells/a/e1/0001.ltx", "frame").await.unwrap();
+
+  let away = |to: &std::path::Path| {
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(to, &link).unwrap();
+  };
+  let file = dir.0.join("plain-file");
+  std::fs::write(&file, "not a directory").unwrap();
+  for to in [file.as_path(), dir.0.join("missing").as_path()] {
+    away(to);
+    let what = to.display();
+    assert!(b.list("cells/a").await.is_err(), "list, link to {what}");
+    assert!(b.list("").await.is_err(), "list all, link to {what}");
+    assert!(
+      b.list_keys("cells/a").await.is_err(),
+      "list_keys, link to {what}"
+    );
+    assert!(
+      b.list_keys_after("cells/a", "cells/a/e0").await.is_err(),
+      "list_keys_after, link to {what}"
+    );
+    assert!(
+      b.list_dirs("cells/a").await.is_err(),
+      "list_dirs, link to {what}"
+    );
+    assert!(
+      b.get("cells/a/e1/0001.ltx").await.is_err(),
+      "get, link to {what}"
+    );
+    assert!(
+      b.get("nodes/n1.json").await.is_err(),
+      "get of an absent key, link to {what}"
+    );
+    match b.get_range("cells/a/e1/0001.ltx", 0..1).await {
+      Err(Error::NotFound(_)) | Ok(_) => {
+        panic!("get_range read as absent or present, link to {what}")
+      }
+      Err(_) => {}
+    }
+  }
+
+  // Back: the same reads see the object, and absent keys read as absent.
+  away(&real);
+  let keys: Vec<String> = b
+    .list("cells/a")
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|o| o.key)
+    .collect();
+  assert_eq!(keys, ["cells/a/e1/0001.ltx"]);
+  assert_eq!(b.list_dirs("cells/a").await.unwrap(), ["e1"]);
+  assert_eq!(b.get("nodes/n1.json").await.unwrap(), None);
+  assert!(b.list("cells/b").await.unwrap().is_empty());
+  assert!(matches!(
+    b.get_range("nodes/n1.json", 0..1).await,
+    Err(Error::NotFound(_))
+  ));
+}

@@ -10,6 +10,11 @@
 
 use deno_core::{OpDecl, OpState, op2};
 
+// rust-lld, the default linker here, takes these definitions from this
+// crate's archive when ada asks for them, ahead of libstdc++.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
+mod cxx;
+
 /// The serialization of the last parse, when it differs from the input.
 struct Serialization(String);
 
