@@ -3,8 +3,10 @@
 # are driven by the same wrk load; prints req/s, p50/p99 latency, resident
 # memory at idle and under load, and the cellhost/workerd ratios.
 # CELLHOST_BEFORE=/path/to/an/older/cellhost adds that build's row and the
-# ratios against it (the "before" of a change).
-#   bash bench/hello.sh [seconds] [connections]
+# ratios against it (the "before" of a change); ROUNDS=n runs the two builds
+# n times each, alternating which goes first, and prints each figure's median
+# (one run on a 2-core machine moves by several per cent).
+#   [ROUNDS=n] bash bench/hello.sh [seconds] [connections]
 source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
 conns=${2:-64}
@@ -32,7 +34,7 @@ run_one() { # name port pid
   rps=$(awk '/Requests\/sec/ {print $2}' "$out/$name.wrk")
   p50=$(awk '$1=="50%" {print $2}' "$out/$name.wrk")
   p99=$(awk '$1=="99%" {print $2}' "$out/$name.wrk")
-  echo "$name $rps $p50 $p99 $idle $peak" >> "$out/results"
+  echo "$name $rps $(to_ms "$p50") $(to_ms "$p99") $idle $peak" >> "$out/results"
 }
 
 tests/node_modules/.bin/workerd serve "$out/config.capnp" >/dev/null 2>&1 &
@@ -46,31 +48,41 @@ kill $wpid; wait $wpid 2>/dev/null || true
 # each starts with its whole file cached, as a server's would be.
 cp target/release/cellhost "$out/cellhost"
 [ -n "${CELLHOST_BEFORE:-}" ] && cp "$CELLHOST_BEFORE" "$out/before"
-RUST_LOG=warn "$out/cellhost" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
-cpid=$!
-run_one cellhost "$cport" "$cpid"
-kill $cpid; wait $cpid 2>/dev/null || true
+serve() { # name binary
+  RUST_LOG=warn "$2" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+  local pid=$!
+  run_one "$1" "$cport" "$pid"
+  kill $pid; wait $pid 2>/dev/null || true
+}
+for round in $(seq "${ROUNDS:-1}"); do
+  if [ -z "${CELLHOST_BEFORE:-}" ]; then
+    serve cellhost "$out/cellhost"
+  elif [ $((round % 2)) = 1 ]; then
+    serve cellhost "$out/cellhost"; serve before "$out/before"
+  else
+    serve before "$out/before"; serve cellhost "$out/cellhost"
+  fi
+done
 
-if [ -n "${CELLHOST_BEFORE:-}" ]; then
-  RUST_LOG=warn "$out/before" run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
-  bpid=$!
-  run_one before "$cport" "$bpid"
-  kill $bpid; wait $bpid 2>/dev/null || true
-fi
-
-echo "hello world, wrk -t2 -c$conns -d${secs}s, $(nproc) cores"
+# The median of column COL (2: req/s ... 6: load RSS) of NAME's rows.
+median() {
+  awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$out/results" | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+echo "hello world, wrk -t2 -c$conns -d${secs}s, $(nproc) cores, ${ROUNDS:-1} round(s) (medians)"
 printf "%-9s %12s %9s %9s %11s %11s\n" runtime "req/s" "p50 ms" "p99 ms" "idle RSS MB" "load RSS MB"
-while read -r name rps p50 p99 idle peak; do
-  printf "%-9s %12.0f %9.2f %9.2f %11.1f %11.1f\n" "$name" "$rps" "$(to_ms "$p50")" "$(to_ms "$p99")" "$(echo "$idle/1024" | bc -l)" "$(echo "$peak/1024" | bc -l)"
-done < "$out/results"
-read -r _ wr wp50 wp99 wi wpk < <(grep '^workerd' "$out/results")
-read -r _ cr cp50 cp99 ci cpk < <(grep '^cellhost' "$out/results")
-printf "ratio cellhost/workerd: req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
-  "$(echo "$cr/$wr" | bc -l)" "$(echo "$(to_ms "$cp99")/$(to_ms "$wp99")" | bc -l)" \
-  "$(echo "$ci/$wi" | bc -l)" "$(echo "$cpk/$wpk" | bc -l)"
+names="workerd cellhost"
+[ -n "${CELLHOST_BEFORE:-}" ] && names="$names before"
+for name in $names; do
+  printf "%-9s %12.0f %9.2f %9.2f %11.1f %11.1f\n" "$name" "$(median "$name" 2)" "$(median "$name" 3)" \
+    "$(median "$name" 4)" "$(echo "$(median "$name" 5)/1024" | bc -l)" "$(echo "$(median "$name" 6)/1024" | bc -l)"
+done
+ratio() { # a b: "req/s .., p99 .., idle RSS .., load RSS .." of a against b
+  printf "req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
+    "$(echo "$(median "$1" 2)/$(median "$2" 2)" | bc -l)" "$(echo "$(median "$1" 4)/$(median "$2" 4)" | bc -l)" \
+    "$(echo "$(median "$1" 5)/$(median "$2" 5)" | bc -l)" "$(echo "$(median "$1" 6)/$(median "$2" 6)" | bc -l)"
+}
+echo "ratio cellhost/workerd: $(ratio cellhost workerd)"
 if [ -n "${CELLHOST_BEFORE:-}" ]; then
-  read -r _ br bp50 bp99 bi bpk < <(grep '^before' "$out/results")
-  printf "ratio cellhost/before: req/s %.2fx, p99 %.2fx, idle RSS %.2fx, load RSS %.2fx\n" \
-    "$(echo "$cr/$br" | bc -l)" "$(echo "$(to_ms "$cp99")/$(to_ms "$bp99")" | bc -l)" \
-    "$(echo "$ci/$bi" | bc -l)" "$(echo "$cpk/$bpk" | bc -l)"
+  echo "ratio cellhost/before: $(ratio cellhost before)"
 fi

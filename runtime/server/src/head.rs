@@ -29,11 +29,24 @@ pub fn request_url(uri: &Uri, headers: &HeaderMap) -> Option<String> {
     Some(p) if p.starts_with('/') => p,
     _ => "/",
   };
-  let url = format!("http://{host}{target}");
   // The WHATWG parser a Worker's `new URL` uses has the last word: a port above 65535, a
   // malformed IPv6 literal or an `xn--` label that is not Punycode pass the syntax check.
-  url::Url::parse(&url).ok()?;
-  Some(url)
+  // Only the host can fail it (a path of a request target is percent-encoded, never
+  // refused), so a thread remembers the last host that passed rather than parse per request.
+  if !host_passed(host) {
+    url::Url::parse(&format!("http://{host}/")).ok()?;
+    LAST_HOST.with_borrow_mut(|h| host.clone_into(h));
+  }
+  Some(format!("http://{host}{target}"))
+}
+
+thread_local! {
+  /// The last Host this thread's WHATWG check passed (connections repeat theirs).
+  static LAST_HOST: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+fn host_passed(host: &str) -> bool {
+  LAST_HOST.with_borrow(|h| !h.is_empty() && h == host)
 }
 
 /// RFC 3986 `host [ ":" port ]`: an IPv6 literal in brackets, or a reg-name/IPv4 address of

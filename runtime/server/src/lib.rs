@@ -2,8 +2,10 @@
 //! listener, so the kernel spreads connections over the threads and a
 //! request is parsed, run and answered on one thread with no hand-off.
 
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -84,15 +86,15 @@ impl Default for Drain {
 }
 
 /// Counts one request in flight (node-wide and in its era) until dropped.
-struct InFlight(Arc<Drain>, Arc<Era>);
+struct InFlight<'a>(&'a Drain, &'a Era);
 
-impl InFlight {
-  fn new(d: &Arc<Drain>, era: &Arc<Era>) -> Self {
+impl<'a> InFlight<'a> {
+  fn new(d: &'a Drain, era: &'a Era) -> Self {
     d.inflight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     era
       .inflight
       .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    InFlight(d.clone(), era.clone())
+    InFlight(d, era)
   }
 }
 
@@ -121,7 +123,7 @@ impl Drop for Unasked {
 /// closed) rather than the connection dropped unanswered.
 const UNASKED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
   fn drop(&mut self) {
     use std::sync::atomic::Ordering::SeqCst;
     self.0.inflight.fetch_sub(1, SeqCst);
@@ -295,42 +297,41 @@ async fn accept_loop(
       }
     };
     let _ = stream.set_nodelay(true);
-    let pool = pool.clone();
-    let assets = on.assets.clone();
-    let gate = on.gate.clone();
-    let write_gate = on.gate.clone();
     let refusing = gate::Refusing::default();
-    let refused = refusing.clone();
-    let drain = drain.clone();
-    let era = era.clone();
+    let write_gate = on.gate.clone();
+    let conn = Rc::new(Conn {
+      index,
+      pool: pool.clone(),
+      limits,
+      assets: on.assets.clone(),
+      gate: on.gate.clone(),
+      drain: drain.clone(),
+      era: era.clone(),
+      refused: refusing.clone(),
+      unasked: RefCell::new(Some(Unasked::new(&era))),
+    });
     tokio::task::spawn_local(async move {
-      let mut retiring = era.retired.subscribe();
-      let unasked = Arc::new(std::sync::Mutex::new(Some(Unasked::new(&era))));
-      let asked = unasked.clone();
+      let mut retiring = conn.era.retired.subscribe();
+      let unasked = conn.clone();
       let svc = hyper::service::service_fn(move |req| {
-        let counted = InFlight::new(&drain, &era);
-        asked.lock().unwrap().take();
-        let stop = drain.started.subscribe();
-        let answer = handle(req, index, pool.clone(), limits, assets.clone(), stop);
-        let gate = gate.clone();
-        let drain = drain.clone();
-        let era = era.clone();
-        let refused = refused.clone();
+        let conn = conn.clone();
         async move {
-          let mut res = answer.await?;
+          let counted = InFlight::new(&conn.drain, &conn.era);
+          conn.unasked.borrow_mut().take();
+          let mut res = handle(req, &conn).await?;
           drop(counted);
           // Draining or retired: this connection's client comes back on a
           // new one (to another node, or to the new version's threads).
-          if (drain.draining.load(Ordering::SeqCst) || *era.retired.borrow())
+          if (conn.drain.draining.load(Ordering::SeqCst) || *conn.era.retired.borrow())
             && res.status() != StatusCode::SWITCHING_PROTOCOLS
           {
             res
               .headers_mut()
               .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
           }
-          Ok::<_, Infallible>(match gate {
+          Ok::<_, Infallible>(match &conn.gate {
             Some(may) if !may() => {
-              refused.set();
+              conn.refused.set();
               plain(StatusCode::SERVICE_UNAVAILABLE, FENCED)
             }
             _ => res,
@@ -357,7 +358,7 @@ async fn accept_loop(
       let ended = match ended {
         Some(r) => r,
         None => {
-          let early = if unasked.lock().unwrap().is_some() {
+          let early = if unasked.unasked.borrow().is_some() {
             tokio::select! {
               r = conn.as_mut() => Some(r),
               _ = tokio::time::sleep(UNASKED_GRACE) => None,
@@ -386,14 +387,33 @@ async fn accept_loop(
 /// request is unknown to the client: it may have been written).
 const FENCED: &str = "this node's lease could have lapsed: it answers nothing more\n";
 
-async fn handle(
-  mut req: Request<Incoming>,
+/// What the requests of one connection share. Each request takes an `Rc`
+/// of it rather than clones of the pool's and the node's `Arc`s, whose
+/// reference counts every isolate thread would otherwise bump per request.
+struct Conn {
   index: usize,
   pool: IsolatePool,
   limits: Limits,
   assets: Option<Arc<Assets>>,
-  stop: tokio::sync::watch::Receiver<bool>,
+  gate: Option<AnswerGate>,
+  drain: Arc<Drain>,
+  era: Arc<Era>,
+  refused: gate::Refusing,
+  /// Until the connection's first request starts.
+  unasked: RefCell<Option<Unasked>>,
+}
+
+async fn handle(
+  mut req: Request<Incoming>,
+  conn: &Conn,
 ) -> Result<Response<ReplyStream>, Infallible> {
+  let Conn {
+    index,
+    ref pool,
+    limits,
+    ref assets,
+    ..
+  } = *conn;
   let head = req.uri().to_string().len()
     + req
       .headers()
@@ -426,7 +446,7 @@ async fn handle(
   if limits.test_scheduled
     && (parts.uri.path() == "/__scheduled" || parts.uri.path() == "/cdn-cgi/handler/scheduled")
   {
-    return Ok(fire_scheduled(&parts.uri, index, &pool).await);
+    return Ok(fire_scheduled(&parts.uri, index, pool).await);
   }
   // Static assets are answered here, before any isolate, unless the
   // router sends the request to the Worker.
@@ -477,7 +497,11 @@ async fn handle(
     Err(_) => return Ok(error_response("the isolate dropped the request")),
   };
   if let ReplyBody::WebSocket(_) = &reply.body {
-    return Ok(upgrade_response(reply, upgrade, stop));
+    return Ok(upgrade_response(
+      reply,
+      upgrade,
+      conn.drain.started.subscribe(),
+    ));
   }
   Ok(to_response(reply))
 }
