@@ -169,13 +169,7 @@ async fn prefix_scopes_every_key() {
   assert!(dir.0.join("fleet-a/nodes/n1.json").is_file());
   assert!(root.get("nodes/n1.json").await.unwrap().is_none());
   assert!(root.get("fleet-a/nodes/n1.json").await.unwrap().is_some());
-  let keys: Vec<_> = scoped
-    .list("")
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|o| o.key)
-    .collect();
+  let keys = common::listed(&scoped, "").await;
   assert_eq!(keys, ["nodes/n1.json"]);
   assert_eq!(scoped.list_keys("").await.unwrap(), ["nodes/n1.json"]);
   assert_eq!(scoped.list_keys("nodes").await.unwrap(), ["nodes/n1.json"]);
@@ -400,13 +394,7 @@ async fn local_unreachable_root_fails_reads_and_never_reads_empty() {
 
   // Back: the same reads see the object, and absent keys read as absent.
   away(&real);
-  let keys: Vec<String> = b
-    .list("cells/a")
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|o| o.key)
-    .collect();
+  let keys = common::listed(&b, "cells/a").await;
   assert_eq!(keys, ["cells/a/e1/0001.ltx"]);
   assert_eq!(b.list_dirs("cells/a").await.unwrap(), ["e1"]);
   assert_eq!(b.get("nodes/n1.json").await.unwrap(), None);

@@ -88,21 +88,9 @@ async fn s3_against_moto() {
     WriteOutcome::Applied(_)
   ));
   assert!(b.get("fleet-a/nodes/n1.json").await.unwrap().is_some());
-  let keys: Vec<_> = scoped
-    .list("")
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|o| o.key)
-    .collect();
+  let keys = common::listed(&scoped, "").await;
   assert_eq!(keys, ["nodes/n1.json"]);
-  let all: Vec<_> = b
-    .list("")
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|o| o.key)
-    .collect();
+  let all = common::listed(&b, "").await;
   assert_eq!(all, ["blob", key, "fleet-a/nodes/n1.json"]);
   // A restore's listings: directory names (a delimiter listing) and keys
   // after a key (S3's start-after), under the bucket prefix too.

@@ -312,7 +312,7 @@ async fn accept_loop(
     });
     tokio::task::spawn_local(async move {
       let mut retiring = conn.era.retired.subscribe();
-      let unasked = conn.clone();
+      let shared = conn.clone();
       let svc = hyper::service::service_fn(move |req| {
         let conn = conn.clone();
         async move {
@@ -358,7 +358,7 @@ async fn accept_loop(
       let ended = match ended {
         Some(r) => r,
         None => {
-          let early = if unasked.unasked.borrow().is_some() {
+          let early = if shared.unasked.borrow().is_some() {
             tokio::select! {
               r = conn.as_mut() => Some(r),
               _ = tokio::time::sleep(UNASKED_GRACE) => None,
@@ -375,7 +375,7 @@ async fn accept_loop(
           }
         }
       };
-      drop(unasked);
+      drop(shared);
       if let Err(e) = ended {
         tracing::debug!("connection: {e}");
       }

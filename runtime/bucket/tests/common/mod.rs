@@ -134,3 +134,14 @@ impl Drop for Moto {
     let _ = self.child.wait();
   }
 }
+
+/// The keys `list` returns under `prefix` (reading each object's version,
+/// unlike `list_keys`).
+pub async fn listed(b: &cellhost_bucket::Bucket, prefix: &str) -> Vec<String> {
+  b.list(prefix)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|o| o.key)
+    .collect()
+}
