@@ -56,6 +56,7 @@ const {
   op_gen_release,
   op_gen_moving,
   op_gen_adopt,
+  op_gen_local,
 } = core.ops;
 
 const EVICT_AFTER_MS = 10_000;
@@ -106,6 +107,15 @@ export function dispatchActor(job) {
   const key = `${job.actor.ns}:${job.actor.id}`;
   let cell = cells.get(key);
   if (cell === undefined) {
+    // Handed over to the new version (`cellhost node`): an instance built
+    // here would be a second writer beside the new version's.
+    if (!op_gen_local(job.actor.ns, job.actor.id)) {
+      const e = new Error(
+        `Durable Object ${job.actor.id} moved to the new version of this Worker while this event waited; retry`,
+      );
+      failJob(job, e, job.actor.id);
+      return;
+    }
     cell = new Cell(key, job.actor);
     cells.set(key, cell);
     if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
@@ -182,6 +192,24 @@ function evictIdle() {
   }
 }
 
+
+/** Answers an event of object `hex` with error `e` instead of running it. */
+function failJob(job, e, hex) {
+  // Nobody waits for these: the wake schedule delivers an alarm again.
+  if (job.kind === "ws") {
+    job.started();
+    if (job.event.kind !== "text" && job.event.kind !== "binary") hib.finishClose(job.entry, job.event);
+  }
+  if (job.kind === "alarm" || job.kind === "alarm-failed" || job.kind === "ws") return;
+  if (job.kind === "facet-rpc" || job.kind === "facet-http") {
+    job.reject(remoteError(errorJson(e, {})));
+    return;
+  }
+  const extra = job.kind === "rpc" ? { durableObjectId: hex } : {};
+  const json = errorJson(e, extra);
+  if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
+  else op_cellhost_respond_error(job.id, json);
+}
 
 export class Cell {
   // `facet`: for a facet, { root, path, id, props, cls }: its top-level
@@ -342,7 +370,9 @@ export class Cell {
     const failure = this.handle !== 0 ? op_cell_take_failure(this.handle) : null;
     if (failure !== null) {
       const later = this.queue.splice(0);
-      this.break(new Error(failure));
+      // The object stays on this isolate for them: released now, it could
+      // be handed to a new version while they build an instance here.
+      this.break(new Error(failure), later.length > 0);
       for (const job of later) dispatchActor(job);
       return;
     }
@@ -427,7 +457,9 @@ export class Cell {
     }
   }
 
-  break(reason) {
+  // `keep`: events for the object follow at once (a fresh instance here),
+  // so it is not released.
+  break(reason, keep = false) {
     if (this.broken !== null) return;
     const e = ObjectPrototypeIsPrototypeOf(Error.prototype, reason) ? reason : new Error(`${reason}`);
     try {
@@ -447,7 +479,7 @@ export class Cell {
     this.handle = 0;
     if (this.facet === null && cells.get(this.key) === this) {
       cells.delete(this.key); // the next call builds a fresh instance
-      released(this.key);
+      if (!keep) released(this.key);
     }
     for (const job of this.queue.splice(0)) this.fail(job, e);
   }
@@ -461,20 +493,7 @@ export class Cell {
   }
 
   fail(job, e) {
-    // Nobody waits for these: the wake schedule delivers an alarm again.
-    if (job.kind === "ws") {
-      job.started();
-      if (job.event.kind !== "text" && job.event.kind !== "binary") hib.finishClose(job.entry, job.event);
-    }
-    if (job.kind === "alarm" || job.kind === "alarm-failed" || job.kind === "ws") return;
-    if (job.kind === "facet-rpc" || job.kind === "facet-http") {
-      job.reject(remoteError(errorJson(e, {})));
-      return;
-    }
-    const extra = job.kind === "rpc" ? { durableObjectId: this.hex } : {};
-    const json = errorJson(e, extra);
-    if (job.kind === "rpc") op_do_reply(job.id, false, new TextEncoder().encode(json));
-    else op_cellhost_respond_error(job.id, json);
+    failJob(job, e, this.hex);
   }
 
   async run(job) {

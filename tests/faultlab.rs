@@ -39,9 +39,11 @@
 //! `FAULTLAB_SEED`, `FAULTLAB_SECS` (fault phase per store),
 //! `FAULTLAB_STORE` (`file`, `s3`, `both`), `FAULTLAB_CLIENTS`,
 //! `FAULTLAB_OBJECTS`, `FAULTLAB_POISON_PERMILLE` (of the increments; 0
-//! for none), `FAULTLAB_STRICT_READS=1` (stale reads fail the
+//! for none), `FAULTLAB_FAULTS` (fault names, comma separated, e.g.
+//! `deploy,kill`), `FAULTLAB_STRICT_READS=1` (stale reads fail the
 //! lab), `FAULTLAB_KEEP=1` (keep the history and node logs of a passing
-//! run too). A failing run keeps them and prints where.
+//! run too). A failing run keeps them and prints where, and prints the
+//! faults and node-log lines around each value acknowledged twice.
 
 #[path = "../runtime/bucket/tests/common/mod.rs"]
 mod bucket_common;
@@ -91,6 +93,11 @@ struct Config {
   strict_reads: bool,
   keep: bool,
   poison_permille: u64,
+  /// The fault kinds injected, by name (`FAULTLAB_FAULTS`, comma
+  /// separated; empty: every kind the store has).
+  faults: Vec<String>,
+  /// Tells this lab's directory apart from another of the same store.
+  label: &'static str,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -110,6 +117,13 @@ fn config() -> Config {
     strict_reads: env_u64("FAULTLAB_STRICT_READS", 0) != 0,
     keep: env_u64("FAULTLAB_KEEP", 0) != 0,
     poison_permille: env_u64("FAULTLAB_POISON_PERMILLE", 25),
+    faults: std::env::var("FAULTLAB_FAULTS")
+      .unwrap_or_default()
+      .split(',')
+      .map(|f| f.trim().to_string())
+      .filter(|f| !f.is_empty())
+      .collect(),
+    label: "",
   }
 }
 
@@ -129,7 +143,32 @@ fn faultlab_file() {
     return;
   }
   let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-  run_lab(StoreKind::File);
+  run_lab(StoreKind::File, config());
+}
+
+/// Deploys, again and again, while objects keep resetting (a fifth of the
+/// increments poisoned): an object reset just before its node switched
+/// versions, with calls queued behind the failed turn, was built again in
+/// the old version for those calls while the new version built it too —
+/// two writers on one node, both acknowledging on the followers' logs (the
+/// fault lab found it: values acknowledged twice during a deploy).
+#[test]
+fn faultlab_deploys_while_objects_reset() {
+  if !store_selected("file") {
+    return;
+  }
+  let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+  let cfg = config();
+  run_lab(
+    StoreKind::File,
+    Config {
+      secs: env_u64("FAULTLAB_SECS", 20),
+      poison_permille: env_u64("FAULTLAB_POISON_PERMILLE", 200),
+      faults: vec!["deploy".into()],
+      label: "-deploy",
+      ..cfg
+    },
+  );
 }
 
 #[test]
@@ -138,7 +177,29 @@ fn faultlab_s3() {
     return;
   }
   let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-  run_lab(StoreKind::S3);
+  run_lab(StoreKind::S3, config());
+}
+
+/// A failure's log excerpt reads the nodes' timestamps, coloured or not.
+#[test]
+fn faultlab_log_excerpt_reads_node_log_times() {
+  let plain = "2026-12-06T17:45:01.123456Z  INFO cellhost::events: acquired";
+  assert_eq!(log_time_us(plain), Some(1_796_579_101_123_456));
+  let coloured = "\u{1b}[2m2026-12-06T17:45:01.123456Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m x";
+  assert_eq!(log_time_us(coloured), Some(1_796_579_101_123_456));
+  assert_eq!(log_time_us("  at main.rs:3"), None);
+  let logs = vec![(
+    "n1-1".to_string(),
+    format!(
+      "{plain}\n2026-12-06T17:45:09.000000Z  INFO cellhost::events: later\n2026-12-06T17:45:01.2Z  INFO cellhost::server: quiet\n"
+    ),
+  )];
+  let text = log_excerpt(&logs, 1_796_579_100_000_000, 1_796_579_102_000_000);
+  assert!(
+    text.contains("n1-1: 2026-12-06T17:45:01.123456Z  INFO cellhost::events: acquired"),
+    "{text}"
+  );
+  assert!(!text.contains("later") && !text.contains("quiet"), "{text}");
 }
 
 /// The checker itself: each broken history is caught, a sound one passes.
@@ -273,7 +334,11 @@ impl Lab {
       StoreKind::File => "file",
       StoreKind::S3 => "s3",
     };
-    let dir = std::env::temp_dir().join(format!("cellhost-faultlab-{}-{tag}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+      "cellhost-faultlab-{}-{tag}{}",
+      std::process::id(),
+      cfg.label
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = Rng::new(cfg.seed ^ if kind == StoreKind::S3 { 0x53 } else { 0 });
@@ -820,8 +885,7 @@ fn tail(log: &str, n: usize) -> String {
   lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-fn run_lab(kind: StoreKind) {
-  let cfg = config();
+fn run_lab(kind: StoreKind, cfg: Config) {
   let began = Instant::now();
   let mut lab = Lab::new(kind, cfg);
   let store_name = match kind {
@@ -865,6 +929,12 @@ fn run_lab(kind: StoreKind) {
     if bag.is_empty() {
       bags += 1;
       bag = lab.store.kinds();
+      let only = &lab.cfg.faults;
+      bag.retain(|k| only.is_empty() || only.iter().any(|f| f == k.name()));
+      assert!(
+        !bag.is_empty(),
+        "FAULTLAB_FAULTS names no fault of this store: {only:?}"
+      );
       lab.rng.shuffle(&mut bag);
     }
     let fault = bag.pop().unwrap();
@@ -949,7 +1019,8 @@ fn run_lab(kind: StoreKind) {
   let mut warnings = lab.warnings.clone();
   warnings.extend(findings.warnings.iter().cloned());
   let head = format!(
-    "faultlab store={store_name} seed={} fault phase {} s, {} nodes, {} clients, {} objects, lease ttl {} ms; ran {:.0} s",
+    "faultlab store={store_name}{} seed={} fault phase {} s, {} nodes, {} clients, {} objects, lease ttl {} ms; ran {:.0} s",
+    lab.cfg.label,
     lab.cfg.seed,
     lab.cfg.secs,
     lab.slots.len(),
@@ -964,6 +1035,13 @@ fn run_lab(kind: StoreKind) {
   }
   for v in &violations {
     text.push_str(&format!("VIOLATION: {v}\n"));
+  }
+  for &(from, to) in &findings.windows {
+    text.push_str(&log_excerpt(
+      &lab.logs,
+      from.saturating_sub(5_000_000),
+      to + 1_000_000,
+    ));
   }
   println!("{text}");
   if !violations.is_empty() || lab.cfg.keep {
@@ -985,4 +1063,64 @@ fn run_lab(kind: StoreKind) {
     violations.len(),
     violations.join("\n")
   );
+}
+
+/// The node-log lines worth reading about a window (ownership events,
+/// warnings and errors), so that a failure on CI, whose files are gone
+/// with its machine, still shows what the nodes did then.
+fn log_excerpt(logs: &[(String, String)], from_us: u64, to_us: u64) -> String {
+  const PER_NODE: usize = 60;
+  let mut out = format!("node logs from {from_us} to {to_us} (events, warnings, errors):\n");
+  for (name, log) in logs {
+    let lines: Vec<&str> = (log.lines())
+      .filter(|l| l.contains("cellhost::events") || l.contains("WARN") || l.contains("ERROR"))
+      .filter(|l| log_time_us(l).is_some_and(|t| t >= from_us && t <= to_us))
+      .collect();
+    let skip = lines.len().saturating_sub(PER_NODE);
+    for l in &lines[skip..] {
+      out.push_str(&format!("  {name}: {}\n", strip_ansi(l)));
+    }
+  }
+  out
+}
+
+/// The time of a log line (`2026-12-06T17:45:01.123456Z ...`, maybe
+/// coloured) in microseconds since the epoch.
+fn log_time_us(line: &str) -> Option<u64> {
+  let s = strip_ansi(line);
+  let ts = s.split_whitespace().next()?;
+  let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
+  let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+  let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+  let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+  let mut t = hms.split(':').map(|x| x.parse::<u64>().ok());
+  let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
+  let us: u64 = format!("{frac:0<6}").get(..6)?.parse().ok()?;
+  // Days from the civil date (Howard Hinnant's algorithm).
+  let y = if m <= 2 { y - 1 } else { y };
+  let era = y.div_euclid(400);
+  let yoe = y - era * 400;
+  let mp = (m + 9) % 12;
+  let doy = (153 * mp + 2) / 5 + day - 1;
+  let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+  Some(((days * 86_400 + hh * 3_600 + mm * 60 + ss) * 1_000_000) + us)
+}
+
+fn strip_ansi(s: &str) -> String {
+  let mut out = String::with_capacity(s.len());
+  let mut chars = s.chars();
+  while let Some(c) = chars.next() {
+    if c == '\u{1b}' {
+      // ESC [ ... letter
+      for c in chars.by_ref() {
+        if c.is_ascii_alphabetic() {
+          break;
+        }
+      }
+    } else {
+      out.push(c);
+    }
+  }
+  out
 }

@@ -111,6 +111,9 @@ pub struct Findings {
   pub stale_reads: usize,
   pub late_acks: usize,
   pub poison_acks: usize,
+  /// From the first send to the last answer of each duplicated value: the
+  /// node logs of these windows go into the failure's output.
+  pub windows: Vec<(u64, u64)>,
 }
 
 fn describe(input: &Input, op: &Op) -> String {
@@ -125,6 +128,50 @@ fn describe(input: &Input, op: &Op) -> String {
     (op.t1 - op.t0) / 1000,
     op.outcome
   )
+}
+
+/// What a duplicated value needs to be diagnosed from CI's output alone
+/// (the run's files stay on the CI machine): the faults in effect from a
+/// few seconds before the first of `list` was sent until the last was
+/// answered, and the acknowledgements of the values next to `v`.
+fn context(input: &Input, acks: &[&Op], v: u64, list: &[&Op]) -> String {
+  let from = list.iter().map(|o| o.t0).min().unwrap_or(0);
+  let to = list.iter().map(|o| o.t1).max().unwrap_or(0);
+  let since = from.saturating_sub(5_000_000);
+  let mut out = String::new();
+  for fault in input
+    .faults
+    .iter()
+    .filter(|f| f.start <= to && f.heal >= since)
+  {
+    let _ = write!(
+      out,
+      "\n    fault {} on {} from {} to {}",
+      fault.kind,
+      fault.node.map_or("all", |n| input.nodes[n].as_str()),
+      fault.start,
+      fault.heal
+    );
+  }
+  for s in input
+    .stops
+    .iter()
+    .filter(|s| s.stop <= to && s.cont >= since)
+  {
+    let _ = write!(
+      out,
+      "\n    stopped {} from {} to {}",
+      input.nodes[s.node], s.stop, s.cont
+    );
+  }
+  let near = |a: &&&Op| {
+    a.value()
+      .is_some_and(|x| x + 2 >= v && x <= v + 2 && x != v)
+  };
+  for a in acks.iter().filter(near) {
+    let _ = write!(out, "\n    near: {}", describe(input, a));
+  }
+  out
 }
 
 pub fn check(input: &Input) -> Findings {
@@ -159,6 +206,10 @@ pub fn check(input: &Input) -> Findings {
         for a in list {
           msg.push_str(&format!("\n    {}", describe(input, a)));
         }
+        msg.push_str(&context(input, &acks, *v, list));
+        let from = list.iter().map(|o| o.t0).min().unwrap_or(0);
+        f.windows
+          .push((from, list.iter().map(|o| o.t1).max().unwrap_or(0)));
         f.violations.push(msg);
       }
       if *v > final_count {

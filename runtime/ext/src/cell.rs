@@ -48,7 +48,7 @@ pub struct Cells {
   pub(crate) fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
   repl: HashMap<u32, crate::replica::Repl>,
   /// LTX objects of commits not yet handed to a durability round.
-  uploads: Vec<(u32, cellhost_fleet::Upload)>,
+  uploads: Vec<crate::sync::Captured>,
   /// Cells that committed since the last durability round started, with
   /// their keys: the cells the next round makes durable.
   since_batch: HashMap<u32, String>,
@@ -209,7 +209,13 @@ impl Cells {
         }
         Some(repl) => match crate::replica::capture(db, repl, Some(round)) {
           Ok(upload) => {
-            self.uploads.extend(upload.map(|u| (h, u)));
+            // Held from now on: see `cellhost_fleet::Hold`.
+            if let Some(fleet) = &self.fleet {
+              self.uploads.extend(upload.map(|u| {
+                let hold = fleet.hold(&u.scope);
+                (h, u, hold)
+              }));
+            }
             Ok(())
           }
           Err(e) => Err(StorageError(e)),
@@ -580,7 +586,14 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
     note_unsynced(&mut c.unsynced, &mut db, true);
     if let Some(mut repl) = repl {
       match crate::replica::capture(&mut db, &mut repl, None) {
-        Ok(upload) => c.uploads.extend(upload.map(|u| (h, u))),
+        Ok(upload) => {
+          if let Some(fleet) = &c.fleet {
+            c.uploads.extend(upload.map(|u| {
+              let hold = fleet.hold(&u.scope);
+              (h, u, hold)
+            }));
+          }
+        }
         Err(_) => taken = false,
       }
     }

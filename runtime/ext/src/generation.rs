@@ -423,10 +423,16 @@ pub fn op_gen_adopt(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> 
   ))
 }
 
-/// Whether this isolate retires (its cells are handed over when idle).
+/// Whether a new instance of cell `ns`/`id` may be built on this isolate
+/// by something other than a call from its queue (calls re-sent after a
+/// reset, an alarm's follow-up): always outside `cellhost node`. On a
+/// serving isolate the cell lives here from now on (a later `Retire` keeps
+/// it here until its idle point); on a retiring one only a cell not yet
+/// handed over may, or a second instance would run in the new version.
 #[op2(fast)]
-pub fn op_gen_retiring(state: &mut OpState) -> bool {
-  state
-    .try_borrow::<Placed>()
-    .is_some_and(|p| p.pool.slot(p.index).decided())
+pub fn op_gen_local(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> bool {
+  match cell_key(state, ns, id) {
+    Some((p, key)) => p.pool.slot(p.index).may_build(&key),
+    None => true,
+  }
 }

@@ -99,7 +99,7 @@ deno_core::extension!(
     generation::op_gen_moving,
     generation::op_gen_pack,
     generation::op_gen_adopt,
-    generation::op_gen_retiring,
+    generation::op_gen_local,
     cell::op_cell_settled,
   ],
   esm_entry_point = "ext:cellhost/99_main.js",

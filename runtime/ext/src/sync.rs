@@ -17,6 +17,11 @@ pub struct Unsynced {
   pub(crate) file: Option<std::sync::Arc<std::fs::File>>,
 }
 
+/// A commit's LTX object on its way to the bucket: its cell's handle, the
+/// object, and the hold that keeps the cell from being taken again on this
+/// node until the round is done with it (`cellhost_fleet::Hold`).
+pub(crate) type Captured = (u32, cellhost_fleet::Upload, cellhost_fleet::Hold);
+
 /// WAL files to fsync for one durability round, and with a bucket the LTX
 /// objects to publish.
 pub struct SyncBatch {
@@ -24,7 +29,7 @@ pub struct SyncBatch {
   /// The cells whose commits this round makes durable, with their keys.
   pub cells: Vec<(u32, String)>,
   pub files: Vec<(PathBuf, Unsynced)>,
-  pub(crate) uploads: Vec<(u32, cellhost_fleet::Upload)>,
+  pub(crate) uploads: Vec<Captured>,
   pub(crate) fleet: Option<std::sync::Arc<cellhost_fleet::Fleet>>,
 }
 
@@ -44,8 +49,15 @@ impl SyncBatch {
   /// (an acknowledgement never came for them).
   pub fn run(mut self) -> Result<(), SyncFailure> {
     let all: Vec<u32> = self.cells.iter().map(|(h, _)| *h).collect();
-    let (handles, uploads): (Vec<u32>, Vec<_>) =
-      std::mem::take(&mut self.uploads).into_iter().unzip();
+    let mut handles = Vec::new();
+    let mut uploads = Vec::new();
+    // Released once the round is done with its objects (below).
+    let mut holds = Vec::new();
+    for (h, u, hold) in std::mem::take(&mut self.uploads) {
+      handles.push(h);
+      uploads.push(u);
+      holds.push(hold);
+    }
     let scopes: Vec<String> = uploads.iter().map(|u| u.scope.clone()).collect();
     let proof = (self.fleet.clone()).map(|fleet| {
       let f = fleet.clone();
@@ -54,6 +66,7 @@ impl SyncBatch {
     // An fsync that failed may have dropped any of the round's pages.
     let synced = self.fsync();
     let proved = proof.map(futures::executor::block_on);
+    drop(holds);
     synced.map_err(|e| SyncFailure {
       message: format!("Durable Object reset because its storage could not be made durable: {e}"),
       cells: all.clone(),

@@ -176,6 +176,9 @@ pub(crate) struct Ensemble {
   live: Mutex<Vec<(String, String)>>,
   /// Uploads not yet in the bucket, per cell.
   unuploaded: Mutex<HashMap<String, usize>>,
+  /// Commits captured and not yet through their durability round, per
+  /// cell ([`Hold`]).
+  held: Mutex<HashMap<String, usize>>,
   uploaded: Notify,
   /// Recoveries in progress, by `node/session`: a dead session's cells are
   /// taken at once, and one recovery serves them all.
@@ -188,6 +191,41 @@ pub(crate) struct Ensemble {
   backlog: Mutex<u64>,
   backlog_limit: u64,
   upload_slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// A commit of a cell captured on this node, from the capture until its
+/// durability round published it (then the upload queue, if the round
+/// left the upload to the background, counts it until it lands) or failed.
+/// While one is held the cell is not taken again on this node: the round
+/// may still acknowledge the commit, and a restore would not see it (a
+/// second instance of an object, or its next one after a reset, on
+/// another isolate or version of this node).
+pub struct Hold {
+  ens: Arc<Ensemble>,
+  scope: String,
+}
+
+impl Drop for Hold {
+  fn drop(&mut self) {
+    uncount(&self.ens.held, &self.scope);
+    self.ens.uploaded.notify_waiters();
+  }
+}
+
+fn uncount(counts: &Mutex<HashMap<String, usize>>, scope: &str) {
+  let mut counts = counts.lock().unwrap();
+  if let Some(n) = counts.get_mut(scope) {
+    *n -= 1;
+    if *n == 0 {
+      counts.remove(scope);
+    }
+  }
+}
+
+impl std::fmt::Debug for Hold {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    write!(f, "Hold({})", self.scope)
+  }
 }
 
 /// One recovery, awaited by every cell of the session it recovers.
@@ -209,6 +247,7 @@ impl Ensemble {
       queues: Default::default(),
       live: Default::default(),
       unuploaded: Default::default(),
+      held: Default::default(),
       uploaded: Notify::new(),
       recoveries: Default::default(),
       recovery_budget: Mutex::new((RECOVERY_RETRY_MS, RECOVERY_RETRIES)),
@@ -375,16 +414,8 @@ impl Ensemble {
       break;
     }
     *self.backlog.lock().unwrap() -= size;
-    {
-      let mut un = self.unuploaded.lock().unwrap();
-      for u in uploads.iter() {
-        if let Some(n) = un.get_mut(&u.scope) {
-          *n -= 1;
-          if *n == 0 {
-            un.remove(&u.scope);
-          }
-        }
-      }
+    for u in uploads.iter() {
+      uncount(&self.unuploaded, &u.scope);
     }
     self.uploaded.notify_waiters();
     self.uploads.lock().unwrap().remove(&id);
@@ -422,11 +453,25 @@ impl Ensemble {
     r
   }
 
-  /// Waits until every upload of `scope` is in the bucket.
-  pub(crate) async fn drained(&self, scope: &str) {
+  /// Counts a commit of `scope` just captured until the guard goes.
+  pub(crate) fn hold(self: &Arc<Self>, scope: &str) -> Hold {
+    *(self.held.lock().unwrap())
+      .entry(scope.to_string())
+      .or_default() += 1;
+    Hold {
+      ens: self.clone(),
+      scope: scope.to_string(),
+    }
+  }
+
+  /// Waits until every upload of `scope` is in the bucket and (`held`)
+  /// every commit of it captured here has been through its round.
+  pub(crate) async fn drained(&self, scope: &str, held: bool) {
     loop {
       let wait = self.uploaded.notified();
-      if !self.unuploaded.lock().unwrap().contains_key(scope) {
+      let busy = self.unuploaded.lock().unwrap().contains_key(scope)
+        || (held && self.held.lock().unwrap().contains_key(scope));
+      if !busy {
         return;
       }
       wait.await;

@@ -150,8 +150,45 @@ async fn a_round_waits_while_the_bucket_is_too_far_behind() {
   let r = tokio::time::timeout(Duration::from_secs(10), fifth).await;
   assert_eq!(r.expect("the round never got room").unwrap(), Ok(()));
   // Every upload lands and gives its room back.
-  tokio::time::timeout(Duration::from_secs(10), ens.drained("Counter:aa"))
+  tokio::time::timeout(Duration::from_secs(10), ens.drained("Counter:aa", true))
     .await
     .expect("uploads never landed");
   assert_eq!(*ens.backlog.lock().unwrap(), 0);
+}
+
+/// A commit captured here holds its cell until its round is done with it:
+/// an activation that did not wait could restore without a write that
+/// round still acknowledges (a second instance in a new version of the
+/// Worker, or the next instance after a reset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_is_not_taken_again_while_a_commit_of_it_is_on_its_way() {
+  let ens = Ensemble::new(Bucket::memory(), "a", "s1", DurabilityMode::Fleet);
+  let drained = |held| {
+    let ens = ens.clone();
+    async move {
+      tokio::time::timeout(Duration::from_millis(200), ens.drained("Counter:aa", held))
+        .await
+        .is_ok()
+    }
+  };
+  assert!(drained(true).await, "nothing captured: nothing to wait for");
+  let hold = ens.hold("Counter:aa");
+  let other = ens.hold("Counter:bb");
+  assert!(!drained(true).await, "taken while a commit is on its way");
+  assert!(drained(false).await, "a facet's wipe does not wait for it");
+  let waiting = tokio::spawn({
+    let ens = ens.clone();
+    async move { ens.drained("Counter:aa", true).await }
+  });
+  tokio::time::sleep(Duration::from_millis(50)).await;
+  assert!(!waiting.is_finished());
+  drop(hold);
+  tokio::time::timeout(Duration::from_secs(5), waiting)
+    .await
+    .expect("the round was done and the cell still waited")
+    .unwrap();
+  assert!(!ens.held.lock().unwrap().contains_key("Counter:aa"));
+  assert!(ens.held.lock().unwrap().contains_key("Counter:bb"));
+  drop(other);
+  assert!(ens.held.lock().unwrap().is_empty());
 }

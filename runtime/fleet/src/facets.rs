@@ -53,9 +53,13 @@ impl Fleet {
       .map_err(|e| format!("forgetting facet {name} of {parent}: {e}"))
   }
 
-  /// Takes `scope` for this node, waiting (for a caller that may block).
+  /// Takes `scope` for this node, waiting (for a caller that may block:
+  /// a facet's deletion on its isolate). Commits of the cell captured here
+  /// and not yet handed to a round are not waited for: only the blocked
+  /// isolate could hand them over, and they belong to the object being
+  /// emptied (its new epoch supersedes them).
   pub fn activate_blocking(&self, scope: String) -> Result<Activation, ActivateError> {
-    futures::executor::block_on(self.activate(scope))
+    futures::executor::block_on(self.activate_after(scope, false))
   }
 
   /// `publish` of one upload, failures joined into one message.

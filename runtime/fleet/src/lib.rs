@@ -42,7 +42,9 @@ pub use cellhost_logic::lease::LeaseConfig;
 pub use cellhost_logic::own::{cell_scope, split_scope};
 use cellhost_logic::restore::LtxKey;
 pub use cellhost_logic::wake::Hint;
-pub use ensemble::{BoxFuture, DurabilityMode, Entry, LogTransport, decode_entry, encode_entry};
+pub use ensemble::{
+  BoxFuture, DurabilityMode, Entry, Hold, LogTransport, decode_entry, encode_entry,
+};
 pub use events::{Recent, recent};
 pub use own::{read_lease, read_own};
 pub use paged::{PagedChain, PagedRestore, Restored};
@@ -386,6 +388,16 @@ impl Fleet {
 
   /// Takes the cell `scope` (`Class:id`) for this node.
   pub async fn activate(&self, scope: String) -> Result<Activation, ActivateError> {
+    self.activate_after(scope, true).await
+  }
+
+  /// `activate`; `held`: first wait for every commit of the cell captured
+  /// here to be through its round (see [`Hold`]).
+  pub(crate) async fn activate_after(
+    &self,
+    scope: String,
+    held: bool,
+  ) -> Result<Activation, ActivateError> {
     if self.draining() {
       return Err(ActivateError {
         message: format!(
@@ -408,7 +420,7 @@ impl Fleet {
     // the cell land first.
     let ens = self.ens.clone();
     let s = scope.clone();
-    self.spawn(async move { ens.drained(&s).await }).await;
+    self.spawn(async move { ens.drained(&s, held).await }).await;
     let (bucket, node, s) = (self.bucket.clone(), self.node.clone(), scope.clone());
     let (session, ens) = (self.session.clone(), self.ens.clone());
     let paged_min = self.paged_min.load(std::sync::atomic::Ordering::Relaxed);
@@ -432,6 +444,12 @@ impl Fleet {
       epoch: acq.epoch,
       restored,
     })
+  }
+
+  /// Counts a commit of `scope` just captured here until its durability
+  /// round is done with it (see [`Hold`]): `activate` waits for it.
+  pub fn hold(&self, scope: &str) -> Hold {
+    self.ens.hold(scope)
   }
 
   /// The acknowledgement rule for one group commit. `Err` lists the cells
@@ -573,7 +591,7 @@ impl Fleet {
         let (bucket, node, ens) = (bucket.clone(), node.clone(), ens.clone());
         async move {
           let wait = std::time::Duration::from_secs(10);
-          if tokio::time::timeout(wait, ens.drained(&scope))
+          if tokio::time::timeout(wait, ens.drained(&scope, true))
             .await
             .is_ok()
           {

@@ -187,6 +187,14 @@ impl<J> Slot<J> {
     }
   }
 
+  /// An instance of `key` is to be built here without a call from the
+  /// queue (calls re-sent after a reset, say): on a serving isolate the
+  /// object lives here from now on, as in `sort`; on a retiring one it may
+  /// only while it was not handed over.
+  pub fn may_build(&mut self, key: &str) -> bool {
+    self.serving(key) || self.cells.contains(key)
+  }
+
   /// Processes `Retire`: returns the objects that stay resident.
   pub fn retire(&mut self) -> Vec<String> {
     self.decided = true;
@@ -253,5 +261,27 @@ mod tests {
     let mut slot: Slot<u32> = Slot::default();
     slot.sort("a", 1);
     assert_eq!(slot.gone("a"), None);
+  }
+
+  #[test]
+  fn an_instance_rebuilt_after_a_reset_stays_with_its_isolate_across_a_retire() {
+    // Reset on a serving isolate: forgotten, then rebuilt from calls the
+    // isolate already held (not from its queue). Retire must keep it here,
+    // or the new version would build a second instance beside it.
+    let mut r = Routing::new("old");
+    let mut slot: Slot<u32> = Slot::default();
+    assert_eq!(slot.sort("a", 1).0, Sort::Run);
+    assert_eq!(slot.gone("a"), None);
+    assert!(slot.may_build("a"));
+    r.switch("new", 1).unwrap();
+    r.retire_processed(&"old", 0, slot.retire());
+    assert_eq!(*r.route("a", 0), "old", "rebuilt here: it stays here");
+    assert_eq!(slot.sort("a", 2).0, Sort::Run);
+    // Handed over: nothing more of it is built here.
+    assert_eq!(slot.gone("a"), Some(vec![]));
+    r.left("a");
+    assert!(!slot.may_build("a"));
+    assert!(!slot.may_build("b"), "never here: it is the new version's");
+    assert_eq!(*r.route("a", 0), "new");
   }
 }
