@@ -4,8 +4,10 @@
 //! interleavings; a switch makes a new pool current and queues `Retire` on
 //! the old one's isolates; retiring isolates hand idle objects over (some
 //! with sockets to pack first, which takes a while); objects are busy for a
-//! while after each call, and serving isolates evict idle ones. Switches
-//! follow one another until the run ends, then everything drains.
+//! while after each call, and serving isolates evict idle ones. Objects
+//! also reset (a commit failed): the calls they had taken rebuild them at
+//! once where they are. Switches follow one another until the run ends,
+//! then everything drains.
 //!
 //! Checked: an object never has a live instance in two pools at once; the
 //! calls of one sender to one object run in the order sent, each exactly
@@ -34,16 +36,20 @@ pub enum HandoverFlaw {
   ForgetHeld,
   /// Hands an object over without closing its instance in the old pool.
   KeepInstance,
+  /// Releases a reset object although the calls it had taken rebuild it
+  /// in the same isolate (the slot no longer counts it there).
+  ReleaseOnReset,
 }
 
 impl HandoverFlaw {
-  pub const ALL: [HandoverFlaw; 6] = [
+  pub const ALL: [HandoverFlaw; 7] = [
     HandoverFlaw::SnapshotAtSwitch,
     HandoverFlaw::NoSortBehindRetire,
     HandoverFlaw::NoDrainAtHandover,
     HandoverFlaw::QueuedBeforeHeld,
     HandoverFlaw::ForgetHeld,
     HandoverFlaw::KeepInstance,
+    HandoverFlaw::ReleaseOnReset,
   ];
 }
 
@@ -282,6 +288,37 @@ impl World {
     }
   }
 
+  /// An object of isolate `i` of pool `p` resets: the calls it had taken
+  /// build its next instance at once, in the same isolate.
+  fn reset(&mut self, p: usize, i: usize) -> Result<(), String> {
+    let iso = &mut self.pools[p].isolates[i];
+    let keys: Vec<usize> = iso.live.keys().copied().collect();
+    if keys.is_empty() {
+      return Ok(());
+    }
+    let key = keys[self.rng.below(keys.len() as u64) as usize];
+    let name = key_name(key);
+    let iso = &mut self.pools[p].isolates[i];
+    if self.flaw == Some(HandoverFlaw::ReleaseOnReset) {
+      // Released as if gone (a retiring isolate hands it over)...
+      if let Some(held) = iso.slot.gone(&name) {
+        self.routing.left(&name);
+        for c in held {
+          self.send(c);
+        }
+      }
+    } else if !iso.slot.may_build(&name) {
+      return Err(format!(
+        "k{key} rebuilt in pool {p} after it was handed over"
+      ));
+    }
+    // ...and rebuilt here all the same.
+    self
+      .trace
+      .push(format!("{}: pool {p} resets k{key}", self.step));
+    Ok(())
+  }
+
   fn switch(&mut self) {
     let next = self.new_pool();
     let old = self
@@ -355,7 +392,8 @@ impl World {
       }
       0..=69 => self.pump(p, i)?,
       70..=84 => self.retire_step(p, i),
-      85..=96 => self.evict(p, i),
+      85..=92 => self.evict(p, i),
+      93..=96 => self.reset(p, i)?,
       _ => {
         if sending && self.routing.retiring_left().is_none() {
           self.switch();
