@@ -226,9 +226,12 @@ fn thread_main(
             let _ = ready.send(Ok(()));
             tokio::task::spawn_local(hook(index, pool.clone()));
           }
+          // The stop first: once the pool is stopped nothing more of it
+          // is polled (see `drive`).
           let ended = tokio::select! {
-            reason = drive(&mut js, &watch, &inbox) => Some(reason),
+            biased;
             _ = stop.wait_for(|s| *s) => None,
+            reason = drive(&mut js, &watch, &inbox, &pool.stop) => Some(reason),
           };
           let state = js.op_state();
           cellhost_ext::generation::isolate_gone(&state.borrow(), &inbox);
@@ -701,7 +704,16 @@ fn settle(
 ///
 /// After every turn, the writes all cells made in it are committed together
 /// (group commit), and only then the output they could reveal is released.
-async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
+/// `stop`: once the pool is stopped (a version switch that ran out of
+/// time), a turn that was still running commits nothing and no round
+/// settles: the new version serves this isolate's objects from then on, and
+/// an answer from here could reveal writes its restore never saw.
+async fn drive(
+  js: &mut JsRuntime,
+  watch: &Watch,
+  inbox: &Inbox,
+  stop: &tokio::sync::watch::Sender<bool>,
+) -> String {
   let state = js.op_state();
   let mut syncing: VecDeque<Round> = VecDeque::new();
   let mut quiet = Quiet::new();
@@ -710,6 +722,9 @@ async fn drive(js: &mut JsRuntime, watch: &Watch, inbox: &Inbox) -> String {
       watch.enter();
       let r = js.poll_event_loop(cx, PollEventLoopOptions::default());
       watch.leave();
+      if *stop.borrow() {
+        return std::task::Poll::Pending;
+      }
       let mut st = state.borrow_mut();
       let cells = st.borrow_mut::<Cells>();
       let failed = cells.commit_turn();
