@@ -372,15 +372,29 @@ export default {
 "#;
 
 fn room(f: &Fleet, version: &str) -> PathBuf {
-  let d = f.dir.join(format!("room-{version}"));
+  app(f, ("room", "rooms"), ROOM, version, ("ROOM", "Room"))
+}
+
+/// A project folder of Worker `js` (its `VERSION` replaced) for `version`,
+/// with one Durable Object `binding` of `class`; `dir` and `name` name it.
+fn app(
+  f: &Fleet,
+  (dir, name): (&str, &str),
+  js: &str,
+  version: &str,
+  (binding, class): (&str, &str),
+) -> PathBuf {
+  let d = f.dir.join(format!("{dir}-{version}"));
   let _ = std::fs::remove_dir_all(&d);
   std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), ROOM.replace("VERSION", version)).unwrap();
+  std::fs::write(d.join("worker.js"), js.replace("VERSION", version)).unwrap();
   std::fs::write(
     d.join("wrangler.toml"),
-    "name = \"rooms\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
-     [[durable_objects.bindings]]\nname = \"ROOM\"\nclass_name = \"Room\"\n\
-     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Room\"]\n",
+    format!(
+      "name = \"{name}\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
+       [[durable_objects.bindings]]\nname = \"{binding}\"\nclass_name = \"{class}\"\n\
+       [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"{class}\"]\n"
+    ),
   )
   .unwrap();
   d
@@ -558,18 +572,13 @@ export default {
 "#;
 
 fn resetting(f: &Fleet, version: &str) -> PathBuf {
-  let d = f.dir.join(format!("resetting-{version}"));
-  let _ = std::fs::remove_dir_all(&d);
-  std::fs::create_dir_all(&d).unwrap();
-  std::fs::write(d.join("worker.js"), RESETTING.replace("VERSION", version)).unwrap();
-  std::fs::write(
-    d.join("wrangler.toml"),
-    "name = \"resetting\"\nmain = \"worker.js\"\ncompatibility_date = \"2026-11-01\"\n\
-     [[durable_objects.bindings]]\nname = \"CTR\"\nclass_name = \"Ctr\"\n\
-     [[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Ctr\"]\n",
+  app(
+    f,
+    ("resetting", "resetting"),
+    RESETTING,
+    version,
+    ("CTR", "Ctr"),
   )
-  .unwrap();
-  d
 }
 
 /// An object reset (its commit failed) while the old version still holds

@@ -184,10 +184,10 @@ fn faultlab_s3() {
 #[test]
 fn faultlab_log_excerpt_reads_node_log_times() {
   let plain = "2026-12-06T17:45:01.123456Z  INFO cellhost::events: acquired";
-  assert_eq!(log_time_us(plain), Some(1_796_579_101_123_456));
+  assert_eq!(line_time_ms(plain), Some(1_796_579_101_123));
   let coloured = "\u{1b}[2m2026-12-06T17:45:01.123456Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m x";
-  assert_eq!(log_time_us(coloured), Some(1_796_579_101_123_456));
-  assert_eq!(log_time_us("  at main.rs:3"), None);
+  assert_eq!(line_time_ms(coloured), Some(1_796_579_101_123));
+  assert_eq!(line_time_ms("  at main.rs:3"), None);
   let logs = vec![(
     "n1-1".to_string(),
     format!(
@@ -1074,7 +1074,7 @@ fn log_excerpt(logs: &[(String, String)], from_us: u64, to_us: u64) -> String {
   for (name, log) in logs {
     let lines: Vec<&str> = (log.lines())
       .filter(|l| l.contains("cellhost::events") || l.contains("WARN") || l.contains("ERROR"))
-      .filter(|l| log_time_us(l).is_some_and(|t| t >= from_us && t <= to_us))
+      .filter(|l| line_time_ms(l).is_some_and(|t| t >= from_us / 1000 && t <= to_us / 1000))
       .collect();
     let skip = lines.len().saturating_sub(PER_NODE);
     for l in &lines[skip..] {
@@ -1082,29 +1082,6 @@ fn log_excerpt(logs: &[(String, String)], from_us: u64, to_us: u64) -> String {
     }
   }
   out
-}
-
-/// The time of a log line (`2026-12-06T17:45:01.123456Z ...`, maybe
-/// coloured) in microseconds since the epoch.
-fn log_time_us(line: &str) -> Option<u64> {
-  let s = strip_ansi(line);
-  let ts = s.split_whitespace().next()?;
-  let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
-  let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
-  let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-  let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-  let mut t = hms.split(':').map(|x| x.parse::<u64>().ok());
-  let (hh, mm, ss) = (t.next()??, t.next()??, t.next()??);
-  let us: u64 = format!("{frac:0<6}").get(..6)?.parse().ok()?;
-  // Days from the civil date (Howard Hinnant's algorithm).
-  let y = if m <= 2 { y - 1 } else { y };
-  let era = y.div_euclid(400);
-  let yoe = y - era * 400;
-  let mp = (m + 9) % 12;
-  let doy = (153 * mp + 2) / 5 + day - 1;
-  let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
-  Some(((days * 86_400 + hh * 3_600 + mm * 60 + ss) * 1_000_000) + us)
 }
 
 fn strip_ansi(s: &str) -> String {

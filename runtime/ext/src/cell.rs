@@ -209,13 +209,7 @@ impl Cells {
         }
         Some(repl) => match crate::replica::capture(db, repl, Some(round)) {
           Ok(upload) => {
-            // Held from now on: see `cellhost_fleet::Hold`.
-            if let Some(fleet) = &self.fleet {
-              self.uploads.extend(upload.map(|u| {
-                let hold = fleet.hold(&u.scope);
-                (h, u, hold)
-              }));
-            }
+            queue_upload(&mut self.uploads, self.fleet.as_deref(), h, upload);
             Ok(())
           }
           Err(e) => Err(StorageError(e)),
@@ -418,6 +412,20 @@ impl Drop for Cells {
   }
 }
 
+/// A captured commit of cell `h` joins the next durability round, held
+/// from now on (see `cellhost_fleet::Hold`).
+fn queue_upload(
+  uploads: &mut Vec<crate::sync::Captured>,
+  fleet: Option<&cellhost_fleet::Fleet>,
+  h: u32,
+  upload: Option<cellhost_fleet::Upload>,
+) {
+  if let (Some(fleet), Some(u)) = (fleet, upload) {
+    let hold = fleet.hold(&u.scope);
+    uploads.push((h, u, hold));
+  }
+}
+
 pub(crate) fn err(e: StorageError) -> JsErrorBox {
   JsErrorBox::generic(e.0)
 }
@@ -586,14 +594,7 @@ pub fn op_cell_close(state: &mut OpState, #[smi] h: u32) {
     note_unsynced(&mut c.unsynced, &mut db, true);
     if let Some(mut repl) = repl {
       match crate::replica::capture(&mut db, &mut repl, None) {
-        Ok(upload) => {
-          if let Some(fleet) = &c.fleet {
-            c.uploads.extend(upload.map(|u| {
-              let hold = fleet.hold(&u.scope);
-              (h, u, hold)
-            }));
-          }
-        }
+        Ok(upload) => queue_upload(&mut c.uploads, c.fleet.as_deref(), h, upload),
         Err(_) => taken = false,
       }
     }

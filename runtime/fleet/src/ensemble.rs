@@ -222,12 +222,6 @@ fn uncount(counts: &Mutex<HashMap<String, usize>>, scope: &str) {
   }
 }
 
-impl std::fmt::Debug for Hold {
-  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-    write!(f, "Hold({})", self.scope)
-  }
-}
-
 /// One recovery, awaited by every cell of the session it recovers.
 type RecoveryRun = Shared<BoxFuture<Result<(), String>>>;
 
