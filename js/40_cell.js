@@ -57,6 +57,7 @@ const {
   op_gen_moving,
   op_gen_adopt,
   op_gen_local,
+  op_do_unplace,
 } = core.ops;
 
 const EVICT_AFTER_MS = 10_000;
@@ -159,11 +160,30 @@ async function handOver(key, ns, id) {
   op_gen_release(ns, id, meta);
 }
 
+// Objects released here whose placement waits for this isolate's writes
+// to be durable (asked again each second).
+const unplacing = new primordials.SafeSet();
+
+function held(key) {
+  return cells.has(key) || hib.managerFor(key, null, false) !== undefined;
+}
+
+function unplace(key) {
+  const i = key.indexOf(":");
+  return op_do_unplace(+key.slice(0, i), key.slice(i + 1));
+}
+
 /** Cell `key` has no instance and no sockets here any more. */
 function released(key) {
-  if (cells.has(key) || hib.managerFor(key, null, false) !== undefined) return;
+  if (held(key)) return;
   const i = key.indexOf(":");
   op_gen_release(+key.slice(0, i), key.slice(i + 1), null);
+  // Its next call may start it on another isolate once nothing of it is
+  // left here.
+  if (!unplace(key)) {
+    unplacing.add(key);
+    if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
+  }
 }
 hib.setReleased(released);
 
@@ -186,7 +206,11 @@ function evictIdle() {
   }
   // A burst of objects went idle: give their memory back.
   if (evicted > 0 && (cells.size === 0 || evicted >= 256)) op_cellhost_memory_pressure();
-  if (cells.size === 0) {
+  for (const key of unplacing) {
+    // Back here meanwhile: released again when it goes.
+    if (held(key) || unplace(key)) unplacing.delete(key);
+  }
+  if (cells.size === 0 && unplacing.size === 0) {
     clearInterval(evictTimer);
     evictTimer = null;
   }

@@ -3,7 +3,9 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use cellhost_logic::place::Placement;
 
 use deno_core::convert::{ByteString, Uint8Array};
 use deno_core::{OpState, ResourceId, ToV8, op2};
@@ -54,6 +56,12 @@ pub struct Router {
   /// `cellhost node`: the pools of every version this process serves;
   /// calls go where their cell lives (see `generation`).
   pub gens: Option<Arc<crate::generation::Generations>>,
+  /// Without generations or a fleet, on more than one isolate: an object
+  /// lives on the isolate that called it first (see `cellhost_logic::place`).
+  pub placement: Option<Arc<Mutex<Placement>>>,
+  /// The isolate this router's calls are made on (none: the wake schedule,
+  /// the pool).
+  pub here: Option<usize>,
 }
 
 /// The fleet's forwarding, as the stubs see it (implemented by the peer
@@ -83,14 +91,34 @@ impl Router {
     place(id_hex, self.isolates.len())
   }
 
+  /// Placement by first caller, where it applies: for a pool of `n`
+  /// isolates serving without generations or a fleet.
+  pub fn placement_for(n: usize, gens: bool, fleet: bool) -> Option<Arc<Mutex<Placement>>> {
+    (n > 1 && !gens && !fleet).then(Default::default)
+  }
+
   /// Queues `job` on the isolate of `target`, on this node.
   pub fn send(&self, target: &ActorTarget, job: Job) -> Result<(), JsErrorBox> {
     if let Some(g) = &self.gens {
       return g.send(&self.namespaces, job);
     }
-    self.isolates[self.place(&target.id)]
+    let i = match &self.placement {
+      Some(p) => {
+        let first = self.here.unwrap_or_else(|| self.place(&target.id));
+        lock(p).send(&placement_key(target.ns, &target.id), first)
+      }
+      None => self.place(&target.id),
+    };
+    self.isolates[i]
       .send(job)
       .map_err(|_| JsErrorBox::generic("Network connection lost."))
+  }
+
+  /// This isolate took `job` from its queue.
+  pub fn taken(&self, job: &Job) {
+    if let (Some(p), Some(t)) = (&self.placement, job.target()) {
+      lock(p).taken(&placement_key(t.ns, &t.id));
+    }
   }
 
   /// Sends a stub's `job` where its object lives: here, or (on a fleet)
@@ -112,6 +140,33 @@ impl Router {
       .get(ns as usize)
       .ok_or_else(|| JsErrorBox::type_error("unknown namespace"))
   }
+}
+
+fn placement_key(ns: u32, id: &str) -> String {
+  format!("{ns}:{id}")
+}
+
+fn lock(p: &Mutex<Placement>) -> std::sync::MutexGuard<'_, Placement> {
+  p.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Object `id` has nothing left on this isolate (no instance, no sockets):
+/// its placement is forgotten once this isolate's writes are all durable
+/// and no call for it is queued here. False: not yet, ask again later.
+#[op2(fast)]
+pub fn op_do_unplace(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> bool {
+  let r = state.borrow::<Router>();
+  let (Some(p), Some(here)) = (&r.placement, r.here) else {
+    return true;
+  };
+  // A write of it may still be on its way to the disk.
+  if state
+    .try_borrow::<crate::cell::Cells>()
+    .is_some_and(|c| !c.all_durable())
+  {
+    return false;
+  }
+  lock(p).release(&placement_key(ns, id), here)
 }
 
 fn router(state: &OpState) -> Router {
@@ -353,4 +408,67 @@ pub fn op_do_reply(state: &mut OpState, #[smi] id: u32, ok: bool, #[buffer] payl
     },
     gate,
   );
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::http::AlarmJob;
+
+  fn alarm(id: &str) -> Job {
+    Job::Alarm(AlarmJob {
+      target: ActorTarget {
+        ns: 0,
+        id: id.into(),
+        name: None,
+        from: None,
+      },
+    })
+  }
+
+  /// An object goes to the isolate of its first caller, later calls from
+  /// anywhere follow it there, and it moves only once released there with
+  /// nothing queued.
+  #[test]
+  fn an_object_lives_on_the_isolate_that_called_it_first() {
+    let (txs, mut rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| mpsc::unbounded_channel()).unzip();
+    let pool = Router {
+      isolates: Arc::new(txs),
+      namespaces: Arc::new(vec![Namespace::new("B", "C", "w", true)]),
+      forward: None,
+      gens: None,
+      placement: Router::placement_for(2, false, false),
+      here: None,
+    };
+    let on = |i| Router {
+      here: Some(i),
+      ..pool.clone()
+    };
+    // Its hash would place it on isolate 0.
+    let id = "00000000aa";
+    assert_eq!(pool.place(id), 0);
+    let Job::Alarm(first) = alarm(id) else {
+      unreachable!()
+    };
+    on(1).send(&first.target, alarm(id)).unwrap();
+    on(0).send(&first.target, alarm(id)).unwrap();
+    assert!(rxs[0].try_recv().is_err());
+    for _ in 0..2 {
+      let job = rxs[1].try_recv().expect("queued on isolate 1");
+      on(1).taken(&job);
+    }
+    let p = pool.placement.as_ref().unwrap();
+    assert!(
+      !lock(p).release("0:00000000aa", 0),
+      "only its isolate releases it"
+    );
+    assert!(lock(p).release("0:00000000aa", 1));
+    // Released: the wake schedule (no caller) places it by its hash.
+    pool.send(&first.target, alarm(id)).unwrap();
+    assert!(rxs[0].try_recv().is_ok());
+    // No placement for one isolate, a fleet or generations.
+    assert!(Router::placement_for(1, false, false).is_none());
+    assert!(Router::placement_for(2, true, false).is_none());
+    assert!(Router::placement_for(2, false, true).is_none());
+  }
 }

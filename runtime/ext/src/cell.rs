@@ -59,6 +59,8 @@ pub struct Cells {
   pub(crate) pitr_retention_ms: u64,
   /// The local history of each cell without a bucket (see `pitr`).
   history: HashMap<u32, crate::pitr::Local>,
+  /// Durability rounds handed out by `take_unsynced` and not yet settled.
+  rounds_out: usize,
 }
 
 impl Cells {
@@ -85,6 +87,7 @@ impl Cells {
       latch: Default::default(),
       pitr_retention_ms: crate::pitr::DEFAULT_RETENTION_DAYS * cellhost_pitr::DAY_MS,
       history: HashMap::new(),
+      rounds_out: 0,
     }
   }
 
@@ -287,6 +290,7 @@ impl Cells {
     covered: &[(u32, String)],
     result: Result<(), SyncFailure>,
   ) -> HashMap<String, (String, bool)> {
+    self.rounds_out = self.rounds_out.saturating_sub(1);
     let handles: Vec<u32> = covered.iter().map(|(h, _)| *h).collect();
     let (failed, message) = match result {
       Ok(()) => (Vec::new(), None),
@@ -340,6 +344,7 @@ impl Cells {
       return None;
     }
     let files = self.unsynced.drain().collect();
+    self.rounds_out += 1;
     Some(SyncBatch {
       round: self.committed,
       cells: self.since_batch.drain().collect(),
@@ -347,6 +352,17 @@ impl Cells {
       uploads: std::mem::take(&mut self.uploads),
       fleet: self.fleet.clone(),
     })
+  }
+
+  /// Whether every write made on this isolate is durable: nothing to
+  /// commit, nothing waiting for a round (a closing cell's last commit
+  /// included), no round on its way.
+  pub fn all_durable(&self) -> bool {
+    self.dirty.is_empty()
+      && self.unsynced.is_empty()
+      && self.uploads.is_empty()
+      && self.rounds_out == 0
+      && self.committed <= self.durable
   }
 
   /// Whether this node may acknowledge now (always, without a bucket).

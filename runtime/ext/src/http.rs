@@ -48,6 +48,17 @@ pub enum Job {
 
 impl Job {
   /// The Durable Object this job is for, if any.
+  pub fn target(&self) -> Option<&ActorTarget> {
+    match self {
+      Job::Http(j) => j.actor.as_ref(),
+      Job::Rpc(j) => Some(&j.target),
+      Job::Alarm(j) => Some(&j.target),
+      Job::Adopt(t) => Some(t),
+      _ => None,
+    }
+  }
+
+  /// The Durable Object this job is for, if any.
   pub fn target_mut(&mut self) -> Option<&mut ActorTarget> {
     match self {
       Job::Http(j) => j.actor.as_mut(),
@@ -510,6 +521,12 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
     }
   }
   let mut state = state.borrow_mut();
+  {
+    let router = state.borrow::<crate::actor::Router>();
+    for job in &buf {
+      router.taken(job);
+    }
+  }
   let jobs = buf
     .into_iter()
     .map(|job| {

@@ -53,6 +53,7 @@ deno_core::extension!(
     actor::op_do_call,
     actor::op_do_call_export,
     actor::op_do_reply,
+    actor::op_do_unplace,
     cell::op_cell_open,
     cell::op_cell_activate,
     cell::op_cell_bucket_mode,

@@ -85,10 +85,16 @@ impl IsolatePool {
       _ => None,
     };
     let router = Router {
+      placement: Router::placement_for(
+        inboxes.len(),
+        gens.is_some(),
+        spec.fleet.is_some() || spec.forward.is_some(),
+      ),
       isolates: inboxes.clone(),
       namespaces,
       forward: spec.forward.clone(),
       gens: gens.clone(),
+      here: None,
     };
     let placed = move |index| {
       Some(Placed {
@@ -330,7 +336,10 @@ async fn boot(
       ));
     }
     state.put(inbox.clone());
-    state.put(router.clone());
+    state.put(Router {
+      here: Some(index),
+      ..router.clone()
+    });
     if let Some(p) = placed {
       state.put(p.clone());
     }

@@ -15,6 +15,7 @@
 //!   logs), the node-log session record, and the takeover recovery gate.
 //! * [`restore`]: "the bucket wins": which LTX chain a new owner restores.
 //! * [`alarm`]: the alarm retry schedule.
+//! * [`place`]: which isolate of one process an object lives on.
 //! * [`wake`]: the fleet's wake index (hints under `wake/entries/`) and the
 //!   waker role: which node wakes which cell nobody live holds.
 //! * [`sim`]: a seeded deterministic simulator with checkers that drives the
@@ -33,6 +34,7 @@ pub mod gc;
 pub mod handover;
 pub mod lease;
 pub mod own;
+pub mod place;
 pub mod restore;
 pub mod sim;
 pub mod wake;

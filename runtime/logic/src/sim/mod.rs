@@ -89,6 +89,7 @@ mod faults;
 mod gc;
 pub mod handover;
 mod node;
+pub mod place;
 pub mod rng;
 pub mod store;
 mod wake;
