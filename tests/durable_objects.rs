@@ -89,6 +89,69 @@ fn one_instance_per_id_across_isolates_and_connections() {
   assert_eq!(last, 1);
 }
 
+// Each isolate evaluates the module once: `isolate` tells them apart.
+const PLACED: &str = "import { DurableObject } from 'cloudflare:workers';
+const isolate = crypto.randomUUID();
+export class Obj extends DurableObject {
+  constructor(ctx, env) { super(ctx, env); this.instance = crypto.randomUUID(); this.hits = 0; }
+  async hit() {
+    this.hits++;
+    const n = (await this.ctx.storage.get('n') ?? 0) + 1;
+    await this.ctx.storage.put('n', n);
+    return { isolate, instance: this.instance, hits: this.hits, n };
+  }
+}
+export default { async fetch(r, env) {
+  const s = env.OBJ.getByName(new URL(r.url).searchParams.get('n'));
+  return Response.json({ caller: isolate, ...(await s.hit()) });
+} }";
+
+/// Without a bucket an object is built on the isolate of its first caller;
+/// later calls from the other isolate go to it there (one instance), and
+/// once evicted its next first caller places it again, with its storage.
+#[test]
+fn an_object_lives_on_the_isolate_of_its_first_caller() {
+  let d = project(
+    "placed",
+    PLACED,
+    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+  );
+  let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
+  let hit = |name: &str| -> serde_json::Value {
+    serde_json::from_str(&get(ch.addr, &format!("/?n={name}")).text()).unwrap()
+  };
+  let names: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+  let mut callers = std::collections::HashSet::new();
+  for round in 0..2 {
+    for name in &names {
+      // Fresh connections land on either isolate.
+      let first = hit(name);
+      assert_eq!(first["isolate"], first["caller"], "{name}: {first}");
+      assert_eq!(first["hits"], 1, "{name}: {first}");
+      assert_eq!(first["n"], 5 * round + 1, "{name}: {first}");
+      for i in 2..=5 {
+        let v = hit(name);
+        callers.insert(v["caller"].as_str().unwrap().to_string());
+        assert_eq!(
+          (&v["isolate"], &v["instance"], &v["hits"], &v["n"]),
+          (
+            &first["isolate"],
+            &first["instance"],
+            &i.into(),
+            &(5 * round + i).into()
+          ),
+          "{name}: one instance"
+        );
+      }
+    }
+    if round == 0 {
+      // 10 s without events: every object is evicted and released.
+      std::thread::sleep(Duration::from_millis(12_500));
+    }
+  }
+  assert_eq!(callers.len(), 2, "calls came from both isolates");
+}
+
 #[test]
 fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
   let d = project(
