@@ -17,7 +17,7 @@ import {
   setupServices,
 } from "ext:cellhost/25_services.js";
 import { errorJson, makeNamespace, setIsolate } from "ext:cellhost/30_durable_objects.js";
-import { adopt, dispatchActor, dispatchExport, retire, setupActors } from "ext:cellhost/40_cell.js";
+import { adopt, dispatching, dispatchActor, dispatchExport, retire, setupActors } from "ext:cellhost/40_cell.js";
 import "ext:cellhost/42_facets.js";
 import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
@@ -44,6 +44,7 @@ const {
 } = primordials;
 const {
   op_cellhost_next,
+  op_cellhost_took,
   op_cellhost_respond_text,
   op_cellhost_respond_bytes,
   op_cellhost_respond_stream,
@@ -205,8 +206,12 @@ async function runLoop() {
   while (true) {
     const jobs = await op_cellhost_next();
     if (jobs === null) return;
+    // From here on, calls made in place look at the batch (40_cell.js).
+    dispatching.jobs = jobs;
+    op_cellhost_took();
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i];
+      dispatching.next = i + 1;
       if (job.kind === "export") dispatchExport(job);
       else if (job.kind === "service") serveServiceCall(job);
       else if (job.service !== null) serveServiceFetch(job);
@@ -217,6 +222,7 @@ async function runLoop() {
       else if (job.actor === null) handle(job);
       else dispatchActor(job);
     }
+    dispatching.jobs = null;
   }
 }
 

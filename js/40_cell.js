@@ -16,6 +16,7 @@ import {
   outputGate,
   remoteError,
   runExport,
+  setCallHere,
 } from "ext:cellhost/30_durable_objects.js";
 import { makeRequest, respond } from "ext:cellhost/10_dispatch.js";
 import * as hib from "ext:cellhost/45_hibernation.js";
@@ -58,6 +59,8 @@ const {
   op_gen_adopt,
   op_gen_local,
   op_do_unplace,
+  op_do_local_call,
+  op_do_local_answer,
 } = core.ops;
 
 const EVICT_AFTER_MS = 10_000;
@@ -103,6 +106,41 @@ hib.setDeliver((actor, entry, event) =>
 export function dispatchExport(job) {
   runExport(job, (e) => errorJson(e));
 }
+
+// The batch of jobs runLoop (10_dispatch.js) is dispatching, and the index
+// of the first it has not dispatched yet.
+export const dispatching = { jobs: null, next: 0 };
+
+function waitsInBatch(ns, hex) {
+  const { jobs } = dispatching;
+  if (jobs === null) return false;
+  for (let i = dispatching.next; i < jobs.length; i++) {
+    const a = jobs[i].actor;
+    if (a !== null && a !== undefined && a.ns === ns && a.id === hex) return true;
+  }
+  return false;
+}
+
+// The context events start in: an object's event sees none of its caller's.
+const ROOT_CONTEXT = core.getAsyncContext();
+
+// A call to an object that lives here, with nothing queued for it (see
+// runtime/ext/src/local.rs), joins its cell's queue at once: no trip
+// through the isolate's queue. Its answer passes the output gate as any.
+setCallHere((ns, hex, name, method, args) => {
+  const cell = cells.get(`${ns}:${hex}`);
+  if (cell === undefined || cell.broken !== null || waitsInBatch(ns, hex)) return undefined;
+  const id = op_do_local_call(ns, hex);
+  if (id === 0) return undefined;
+  const prev = core.getAsyncContext();
+  core.setAsyncContext(ROOT_CONTEXT);
+  try {
+    cell.enqueue({ kind: "rpc", id, method, args, actor: { ns, id: hex, name: name ?? null, remote: null } });
+  } finally {
+    core.setAsyncContext(prev);
+  }
+  return op_do_local_answer(id);
+});
 
 export function dispatchActor(job) {
   const key = `${job.actor.ns}:${job.actor.id}`;
@@ -168,19 +206,25 @@ function held(key) {
   return cells.has(key) || hib.managerFor(key, null, false) !== undefined;
 }
 
-function unplace(key) {
+// A job for it taken from the queue and not dispatched yet would start it
+// here again: its placement stays until that job ran.
+function unplace(ns, hex) {
+  return !waitsInBatch(ns, hex) && op_do_unplace(ns, hex);
+}
+
+function keyParts(key) {
   const i = key.indexOf(":");
-  return op_do_unplace(+key.slice(0, i), key.slice(i + 1));
+  return [+key.slice(0, i), key.slice(i + 1)];
 }
 
 /** Cell `key` has no instance and no sockets here any more. */
 function released(key) {
   if (held(key)) return;
-  const i = key.indexOf(":");
-  op_gen_release(+key.slice(0, i), key.slice(i + 1), null);
+  const { 0: ns, 1: hex } = keyParts(key);
+  op_gen_release(ns, hex, null);
   // Its next call may start it on another isolate once nothing of it is
   // left here.
-  if (!unplace(key)) {
+  if (!unplace(ns, hex)) {
     unplacing.add(key);
     if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
   }
@@ -207,8 +251,9 @@ function evictIdle() {
   // A burst of objects went idle: give their memory back.
   if (evicted > 0 && (cells.size === 0 || evicted >= 256)) op_cellhost_memory_pressure();
   for (const key of unplacing) {
+    const { 0: ns, 1: hex } = keyParts(key);
     // Back here meanwhile: released again when it goes.
-    if (held(key) || unplace(key)) unplacing.delete(key);
+    if (held(key) || unplace(ns, hex)) unplacing.delete(key);
   }
   if (cells.size === 0 && unplacing.size === 0) {
     clearInterval(evictTimer);

@@ -56,8 +56,8 @@ pub struct Router {
   /// `cellhost node`: the pools of every version this process serves;
   /// calls go where their cell lives (see `generation`).
   pub gens: Option<Arc<crate::generation::Generations>>,
-  /// Without generations or a fleet, on more than one isolate: an object
-  /// lives on the isolate that called it first (see `cellhost_logic::place`).
+  /// Without generations or a fleet: an object lives on the isolate that
+  /// called it first (see `cellhost_logic::place`).
   pub placement: Option<Arc<Mutex<Placement>>>,
   /// The isolate this router's calls are made on (none: the wake schedule,
   /// the pool).
@@ -91,10 +91,11 @@ impl Router {
     place(id_hex, self.isolates.len())
   }
 
-  /// Placement by first caller, where it applies: for a pool of `n`
-  /// isolates serving without generations or a fleet.
-  pub fn placement_for(n: usize, gens: bool, fleet: bool) -> Option<Arc<Mutex<Placement>>> {
-    (n > 1 && !gens && !fleet).then(Default::default)
+  /// Placement by first caller, where it applies: a pool serving without
+  /// generations or a fleet. One isolate keeps it too: its counts of queued
+  /// jobs tell when a call may be answered in place (see `local`).
+  pub fn placement_for(gens: bool, fleet: bool) -> Option<Arc<Mutex<Placement>>> {
+    (!gens && !fleet).then(Default::default)
   }
 
   /// Queues `job` on the isolate of `target`, on this node.
@@ -142,23 +143,29 @@ impl Router {
   }
 }
 
-fn placement_key(ns: u32, id: &str) -> String {
+pub(crate) fn placement_key(ns: u32, id: &str) -> String {
   format!("{ns}:{id}")
 }
 
-fn lock(p: &Mutex<Placement>) -> std::sync::MutexGuard<'_, Placement> {
+pub(crate) fn lock(p: &Mutex<Placement>) -> std::sync::MutexGuard<'_, Placement> {
   p.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Object `id` has nothing left on this isolate (no instance, no sockets):
 /// its placement is forgotten once this isolate's writes are all durable
-/// and no call for it is queued here. False: not yet, ask again later.
+/// and no call for it is queued here or taken and not yet dispatched.
+/// False: not yet, ask again later.
 #[op2(fast)]
 pub fn op_do_unplace(state: &mut OpState, #[smi] ns: u32, #[string] id: &str) -> bool {
   let r = state.borrow::<Router>();
   let (Some(p), Some(here)) = (&r.placement, r.here) else {
     return true;
   };
+  // A job for it may be among those JavaScript took and has not begun to
+  // dispatch (see `local`).
+  if inbox(state).in_hand.get() {
+    return false;
+  }
   // A write of it may still be on its way to the disk.
   if state
     .try_borrow::<crate::cell::Cells>()
@@ -437,7 +444,7 @@ mod tests {
       namespaces: Arc::new(vec![Namespace::new("B", "C", "w", true)]),
       forward: None,
       gens: None,
-      placement: Router::placement_for(2, false, false),
+      placement: Router::placement_for(false, false),
       here: None,
     };
     let on = |i| Router {
@@ -466,9 +473,8 @@ mod tests {
     // Released: the wake schedule (no caller) places it by its hash.
     pool.send(&first.target, alarm(id)).unwrap();
     assert!(rxs[0].try_recv().is_ok());
-    // No placement for one isolate, a fleet or generations.
-    assert!(Router::placement_for(1, false, false).is_none());
-    assert!(Router::placement_for(2, true, false).is_none());
-    assert!(Router::placement_for(2, false, true).is_none());
+    // No placement for a fleet or generations.
+    assert!(Router::placement_for(true, false).is_none());
+    assert!(Router::placement_for(false, true).is_none());
   }
 }

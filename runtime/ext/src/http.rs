@@ -193,13 +193,18 @@ pub struct Inbox {
   /// they answer later goes out as this error (message, `durableObjectReset`).
   doomed: RefCell<HashMap<u32, (String, bool)>>,
   next_id: Cell<u32>,
+  /// JavaScript holds a batch of object jobs it has not begun to dispatch:
+  /// no call may skip the queue meanwhile (see `local`).
+  pub(crate) in_hand: Cell<bool>,
+  /// Answers to calls made in place (`local`), until their caller awaits.
+  pub(crate) local_answers: RefCell<HashMap<u32, oneshot::Receiver<RpcReply>>>,
 }
 
 /// A Worker's own response reveals storage only through replies that were
 /// already gated; an object's reply waits for its own writes; a call into an
 /// exported function or RpcTarget may touch any cell here, so it waits for
 /// all of them.
-enum Gate {
+pub(crate) enum Gate {
   Cell(String),
   Isolate,
 }
@@ -224,6 +229,8 @@ impl Inbox {
       held: Default::default(),
       doomed: Default::default(),
       next_id: Cell::new(1),
+      in_hand: Cell::new(false),
+      local_answers: Default::default(),
     }
   }
 
@@ -231,6 +238,16 @@ impl Inbox {
   /// whenever the isolate is given work.
   pub fn taken(&self) -> u32 {
     self.next_id.get()
+  }
+
+  /// A call JavaScript answers with `op_do_reply`: its job id, its reply
+  /// channel and the output gate its answer passes.
+  pub(crate) fn register_rpc(&self, reply: oneshot::Sender<RpcReply>, gate: Gate) -> u32 {
+    let id = self.next_id.get();
+    self.next_id.set(id.wrapping_add(1));
+    self.pending_rpc.borrow_mut().insert(id, reply);
+    self.gates.borrow_mut().insert(id, gate);
+    id
   }
 
   /// Whether work is waiting that JavaScript has not picked up yet.
@@ -489,7 +506,7 @@ pub(crate) fn gated(state: &OpState, id: u32) -> (u64, Option<String>) {
   }
 }
 
-fn gate_for(state: &OpState, actor: &ActorTarget) -> Gate {
+pub(crate) fn gate_for(state: &OpState, actor: &ActorTarget) -> Gate {
   let router = state.borrow::<crate::actor::Router>();
   match router.namespaces.get(actor.ns as usize) {
     Some(ns) => Gate::Cell(format!("{}/{}", ns.unique_key, actor.id)),
@@ -527,6 +544,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
       router.taken(job);
     }
   }
+  inbox.in_hand.set(buf.iter().any(|j| j.target().is_some()));
   let jobs = buf
     .into_iter()
     .map(|job| {

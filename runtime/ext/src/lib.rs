@@ -13,6 +13,7 @@ mod facet;
 pub mod generation;
 mod http;
 mod id;
+mod local;
 mod pitr;
 mod replica;
 mod service;
@@ -54,6 +55,9 @@ deno_core::extension!(
     actor::op_do_call_export,
     actor::op_do_reply,
     actor::op_do_unplace,
+    local::op_do_local_call,
+    local::op_do_local_answer,
+    local::op_cellhost_took,
     cell::op_cell_open,
     cell::op_cell_activate,
     cell::op_cell_bucket_mode,

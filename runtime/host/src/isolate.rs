@@ -86,7 +86,6 @@ impl IsolatePool {
     };
     let router = Router {
       placement: Router::placement_for(
-        inboxes.len(),
         gens.is_some(),
         spec.fleet.is_some() || spec.forward.is_some(),
       ),

@@ -61,6 +61,16 @@ impl Placement {
     }
   }
 
+  /// Whether `key` is placed on isolate `at` with no job for it queued
+  /// there: a call made on `at` may then be handed to the object in place,
+  /// without the queue, and still arrive after every call sent before it.
+  pub fn quiet_at(&self, key: &str, at: usize) -> bool {
+    self
+      .cells
+      .get(key)
+      .is_some_and(|p| p.isolate == at && p.queued == 0)
+  }
+
   /// The isolate `key` is placed on, if it is placed.
   pub fn isolate_of(&self, key: &str) -> Option<usize> {
     self.cells.get(key).map(|p| p.isolate)
