@@ -14,9 +14,10 @@ use http_body_util::BodyExt;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::body::ReplyStream;
+use crate::gate::gated;
 use crate::http::{
-  ActorTarget, ExportJob, HttpJob, HttpReply, Job, ReplyBody, RequestBody, RpcJob, RpcReply, gated,
-  inbox, pump,
+  ActorTarget, ExportJob, HttpJob, HttpReply, Job, ReplyBody, RequestBody, RpcJob, RpcReply, inbox,
+  pump,
 };
 use crate::id;
 

@@ -10,6 +10,7 @@ mod alarm;
 mod body;
 mod cell;
 mod facet;
+mod gate;
 pub mod generation;
 mod http;
 mod id;

@@ -13,7 +13,8 @@ use deno_error::JsErrorBox;
 use tokio::sync::oneshot;
 
 use crate::actor::{Router, lock, placement_key, rpc_answer};
-use crate::http::{ActorTarget, gate_for, inbox};
+use crate::gate::gate_for;
+use crate::http::{ActorTarget, inbox};
 
 /// A call to object `id` of namespace `ns` made on this isolate: its job id
 /// when it may be handed to the object in place, 0 when it must go through
