@@ -487,6 +487,7 @@ class DurableObjectStub {
       (method, url, headers, bodyRid) =>
         op_do_fetch(this.#ns, this.#id.toString(), this.#id.name, method, url, headers, bodyRid),
       (e) => noteBroken(this.#state, e),
+      () => leaveInOrder(this.#state),
     );
   }
 }
@@ -506,18 +507,19 @@ export function toRequest(input, init) {
 
 /**
  * A request to another isolate (an object, or another Worker's entrypoint):
- * spends a subrequest, waits for the output gate, sends the request with
+ * spends a subrequest, waits for the output gate (`leave`: a stub's calls
+ * leave in the order they were made), sends the request with
  * `send(method, url, headers, bodyRid)`, and makes its answer a Response
  * (an error the other side threw is thrown here, through `onError`).
  */
-export async function fetchVia(input, init, send, onError = (e) => e) {
+export async function fetchVia(input, init, send, onError = (e) => e, leave = outputGate) {
   spendSubrequest();
   const req = toRequest(input, init);
   const { streams } = internal;
   const bodyRid = req.body === null ? null : streams.resourceForReadableStream(req.body);
   const headers = [];
   for (const pair of req.headers) headers.push(pair);
-  await outputGate();
+  await leave();
   const res = await send(req.method, req.url, headers, bodyRid);
   if (res.error !== null) throw onError(remoteError(res.error));
   if (res.wsRid !== null) {

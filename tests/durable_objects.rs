@@ -107,8 +107,9 @@ export default { async fetch(r, env) {
 } }";
 
 // Each request is a caller that sends 40 numbered calls to one object
-// without waiting for each, awaiting microtasks, timers and earlier answers
-// in between: the object checks that every caller's calls arrive in order.
+// (every third a stub.fetch(), the others RPC) without waiting for each,
+// awaiting microtasks, timers and earlier answers in between: the object
+// checks that every caller's calls arrive in order.
 const ORDERED: &str = "import { DurableObject } from 'cloudflare:workers';
 export class Obj extends DurableObject {
   constructor(ctx, env) { super(ctx, env); this.last = new Map(); this.bad = []; this.n = 0; }
@@ -120,13 +121,19 @@ export class Obj extends DurableObject {
     return i;
   }
   report() { return { n: this.n, bad: this.bad }; }
+  async fetch(r) {
+    const u = new URL(r.url);
+    return new Response(String(this.add(u.searchParams.get('c'), +u.searchParams.get('i'))));
+  }
 }
 export default { async fetch(r, env) {
   const u = new URL(r.url); const s = env.OBJ.getByName('log');
   if (u.pathname === '/report') return Response.json(await s.report());
   const caller = u.searchParams.get('c'); const ps = [];
   for (let i = 0; i < 40; i++) {
-    ps.push(s.add(caller, i));
+    ps.push(i % 3 === 2
+      ? s.fetch(`http://o/?c=${caller}&i=${i}`).then((r) => r.text()).then(Number)
+      : s.add(caller, i));
     if (i % 3 === 1) await null;
     if (i % 7 === 3) await new Promise((r) => setTimeout(r, 0));
     if (i % 11 === 5) await ps[i];
@@ -138,7 +145,8 @@ export default { async fetch(r, env) {
 /// Calls to an object on the caller's own isolate are handed to it in
 /// place once nothing for it is queued or taken and not yet dispatched
 /// there; calls from both isolates, some in place and some through the
-/// queue, still reach it in each caller's order, each once.
+/// queue, RPC and fetch() mixed, still reach it in each caller's order,
+/// each once.
 #[test]
 fn calls_in_place_and_through_the_queue_keep_each_callers_order() {
   let d = project(
