@@ -12,6 +12,11 @@ use support::*;
 
 const BINDING: &str = "[[durable_objects.bindings]]\nname = \"OBJ\"\nclass_name = \"Obj\"\n";
 
+/// wrangler.toml for class `Obj`, bound as OBJ, with SQL storage.
+fn sqlite_obj() -> String {
+  format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n")
+}
+
 fn data_arg(d: &Path) -> String {
   d.join(".data").to_string_lossy().into_owned()
 }
@@ -33,7 +38,7 @@ fn refused_migrations_and_bindings_are_named() {
   let d = project(
     "missingclass",
     "export default { fetch() { return new Response('x') } }",
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
+    &sqlite_obj(),
   );
   let (code, out) = cellhost_fails(&d);
   assert_ne!(code, Some(0));
@@ -73,11 +78,7 @@ export default { async fetch(r, env) {
 
 #[test]
 fn one_instance_per_id_across_isolates_and_connections() {
-  let d = project(
-    "oneinstance",
-    STATEFUL,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("oneinstance", STATEFUL, &sqlite_obj());
   let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
   // Fresh connections land on either isolate; the object is one instance.
   let mut last = 0;
@@ -149,11 +150,7 @@ export default { async fetch(r, env) {
 /// each once.
 #[test]
 fn calls_in_place_and_through_the_queue_keep_each_callers_order() {
-  let d = project(
-    "ordered",
-    ORDERED,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("ordered", ORDERED, &sqlite_obj());
   let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
   let addr = ch.addr;
   let threads: Vec<_> = (0..6)
@@ -179,11 +176,7 @@ fn calls_in_place_and_through_the_queue_keep_each_callers_order() {
 /// once evicted its next first caller places it again, with its storage.
 #[test]
 fn an_object_lives_on_the_isolate_of_its_first_caller() {
-  let d = project(
-    "placed",
-    PLACED,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("placed", PLACED, &sqlite_obj());
   let ch = Cellhost::start(&d, &["--isolates", "2", "--data", &data_arg(&d)]);
   let hit = |name: &str| -> serde_json::Value {
     serde_json::from_str(&get(ch.addr, &format!("/?n={name}")).text()).unwrap()
@@ -222,11 +215,7 @@ fn an_object_lives_on_the_isolate_of_its_first_caller() {
 
 #[test]
 fn idle_objects_are_evicted_and_storage_persists_across_restarts() {
-  let d = project(
-    "evict",
-    STATEFUL,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("evict", STATEFUL, &sqlite_obj());
   let data = data_arg(&d);
   {
     let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data]);
@@ -280,11 +269,7 @@ export default { async fetch(r, env) {
   }
   return Response.json(await s.builds());
 } }";
-  let d = project(
-    "bcwtimeout",
-    w,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("bcwtimeout", w, &sqlite_obj());
   let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data_arg(&d)]);
   let started = std::time::Instant::now();
   let v: serde_json::Value = serde_json::from_str(&get(ch.addr, "/stuck").text()).unwrap();
@@ -356,11 +341,7 @@ export default {{ async fetch(r, env) {{
   catch (e) {{ return new Response(e.message, {{ status: 500 }}); }}
 }} }};"
   );
-  let d = project(
-    "brokengate",
-    &w,
-    &format!("{BINDING}[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Obj\"]\n"),
-  );
+  let d = project("brokengate", &w, &sqlite_obj());
   let ch = Cellhost::start(&d, &["--isolates", "1", "--data", &data_arg(&d)]);
   assert_eq!(get(ch.addr, "/good").text(), "good");
   let r = get(ch.addr, "/bad");

@@ -122,16 +122,7 @@ impl Inbox {
   }
 
   pub(crate) fn complete(&self, id: u32, reply: HttpReply, gate: (u64, Option<String>)) {
-    if let Some((m, reset)) = self.doomed.borrow_mut().remove(&id) {
-      return self.send_http(id, http_error(&m, reset));
-    }
-    match gate {
-      (0, _) => self.send_http(id, reply),
-      (round, key) => self
-        .held
-        .borrow_mut()
-        .push((round, key, Held::Http(id, reply))),
-    }
+    self.pass(id, Held::Http(id, reply), gate);
   }
 
   pub(crate) fn hold_frame(
@@ -147,16 +138,19 @@ impl Inbox {
   }
 
   pub(crate) fn complete_rpc(&self, id: u32, reply: RpcReply, gate: (u64, Option<String>)) {
-    if let Some((m, reset)) = self.doomed.borrow_mut().remove(&id) {
-      let payload = error_json(&m, reset);
-      return self.send_rpc(id, RpcReply { ok: false, payload });
+    self.pass(id, Held::Rpc(id, reply), gate);
+  }
+
+  /// Job `id`'s answer `h` passes the gate: it leaves now, waits for its
+  /// commit round, or (its object was reset meanwhile) leaves as the error.
+  fn pass(&self, id: u32, h: Held, gate: (u64, Option<String>)) {
+    let doomed = self.doomed.borrow_mut().remove(&id);
+    if let Some((m, reset)) = doomed {
+      return self.deliver(h, Some((&m, reset)));
     }
     match gate {
-      (0, _) => self.send_rpc(id, reply),
-      (round, key) => self
-        .held
-        .borrow_mut()
-        .push((round, key, Held::Rpc(id, reply))),
+      (0, _) => self.deliver(h, None),
+      (round, key) => self.held.borrow_mut().push((round, key, h)),
     }
   }
 }

@@ -224,14 +224,20 @@ impl Inbox {
     self.next_id.get()
   }
 
-  /// A call JavaScript answers with `op_do_reply`: its job id, its reply
-  /// channel and the output gate its answer passes.
+  /// A call JavaScript answers with `op_do_reply`, made without the queue
+  /// (`local`): its new job id.
   pub(crate) fn register_rpc(&self, reply: oneshot::Sender<RpcReply>, gate: Gate) -> u32 {
     let id = self.next_id.get();
     self.next_id.set(id.wrapping_add(1));
+    self.expect_rpc(id, reply, gate);
+    id
+  }
+
+  /// Job `id` is a call JavaScript answers with `op_do_reply`: its reply
+  /// channel, and the output gate its answer passes.
+  fn expect_rpc(&self, id: u32, reply: oneshot::Sender<RpcReply>, gate: Gate) {
     self.pending_rpc.borrow_mut().insert(id, reply);
     self.gates.borrow_mut().insert(id, gate);
-    id
   }
 
   /// Whether work is waiting that JavaScript has not picked up yet.
@@ -380,11 +386,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
           }
         }
         Job::Rpc(job) => {
-          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
-          inbox
-            .gates
-            .borrow_mut()
-            .insert(id, gate_for(&state, &job.target));
+          inbox.expect_rpc(id, job.reply, gate_for(&state, &job.target));
           JsJob {
             id,
             kind: "rpc",
@@ -399,8 +401,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
           }
         }
         Job::Export(job) => {
-          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
-          inbox.gates.borrow_mut().insert(id, Gate::Isolate);
+          inbox.expect_rpc(id, job.reply, Gate::Isolate);
           JsJob {
             id,
             kind: "export",
@@ -445,8 +446,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
           }
         }
         Job::Service(job) => {
-          inbox.pending_rpc.borrow_mut().insert(id, job.reply);
-          inbox.gates.borrow_mut().insert(id, Gate::Isolate);
+          inbox.expect_rpc(id, job.reply, Gate::Isolate);
           JsJob {
             id,
             kind: "service",
