@@ -82,15 +82,31 @@ function checkGetOptions(opts) {
   }
 }
 
+// Ids a namespace keeps by name (see #hexOf), and the longest name kept.
+const NAMES_KEPT = 512;
+const NAME_KEPT_LENGTH = 256;
+
 export class DurableObjectNamespace {
   #ns;
+  #names = new primordials.SafeMap();
   constructor(key, ns) {
     if (key !== KEY) throw new TypeError("Illegal constructor");
     this.#ns = ns;
   }
   idFromName(name) {
     name = `${name}`;
-    return new DurableObjectId(KEY, op_do_id_from_name(this.#ns, name), name);
+    return new DurableObjectId(KEY, this.#hexOf(name), name);
+  }
+  // An id from a name is a keyed hash (in Rust); a Worker asks for its hot
+  // objects by the same few names request after request.
+  #hexOf(name) {
+    let hex = this.#names.get(name);
+    if (hex === undefined) {
+      hex = op_do_id_from_name(this.#ns, name);
+      if (this.#names.size >= NAMES_KEPT) this.#names.clear();
+      if (name.length <= NAME_KEPT_LENGTH) this.#names.set(name, hex);
+    }
+    return hex;
   }
   newUniqueId(opts) {
     noJurisdiction(opts?.jurisdiction);
@@ -445,16 +461,33 @@ function leaveInOrder(state) {
 
 function noop() {}
 
+/** Whether `v` is its own structured clone: a primitive that can be cloned
+ * (a symbol cannot). Such values cross to an object of this isolate as
+ * they are, without a trip through the serializer. */
+export function isCloneOfItself(v) {
+  const t = typeof v;
+  return v === null || (t !== "object" && t !== "function" && t !== "symbol");
+}
+
+function allCloneOfItself(args) {
+  for (let i = 0; i < args.length; i++) if (!isCloneOfItself(args[i])) return false;
+  return true;
+}
+
 async function rpc(state, ns, id, kind, method, args) {
   if (state.broken !== null) throw state.broken;
   spendSubrequest();
-  const bytes = serializeArgs([kind, encode(args)]);
+  // `args` is this call's own array (a rest parameter): kept as it is when
+  // it holds primitives only; serialized (a DataCloneError thrown now)
+  // otherwise.
+  const own = allCloneOfItself(args) ? [kind, args] : null;
+  const bytes = own === null ? serializeArgs([kind, encode(args)]) : null;
   await leaveInOrder(state);
   const hex = id.toString();
-  const { 0: ok, 1: payload } = await (callHere(ns, hex, id.name, method, bytes) ??
-    op_do_call(ns, hex, id.name, method, bytes));
+  const { 0: ok, 1: payload, 2: value } = await (callHere(ns, hex, id.name, method, bytes, own) ??
+    op_do_call(ns, hex, id.name, method, bytes ?? serializeArgs(own)));
   if (!ok) throw noteBroken(state, remoteError(new TextDecoder().decode(payload)));
-  return decode(core.deserialize(payload));
+  return payload === null ? value : decode(core.deserialize(payload));
 }
 
 class DurableObjectStub {

@@ -12,6 +12,7 @@ import {
   releaseParams,
   DurableObjectId,
   encodeFor,
+  isCloneOfItself,
   errorJson,
   outputGate,
   remoteError,
@@ -127,7 +128,7 @@ const ROOT_CONTEXT = core.getAsyncContext();
 // A call to an object that lives here, with nothing queued for it (see
 // runtime/ext/src/local.rs), joins its cell's queue at once: no trip
 // through the isolate's queue. Its answer passes the output gate as any.
-setCallHere((ns, hex, name, method, args) => {
+setCallHere((ns, hex, name, method, args, own) => {
   const cell = cells.get(`${ns}:${hex}`);
   if (cell === undefined || cell.broken !== null || waitsInBatch(ns, hex)) return undefined;
   const id = op_do_local_call(ns, hex);
@@ -135,12 +136,27 @@ setCallHere((ns, hex, name, method, args) => {
   const prev = core.getAsyncContext();
   core.setAsyncContext(ROOT_CONTEXT);
   try {
-    cell.enqueue({ kind: "rpc", id, method, args, actor: { ns, id: hex, name: name ?? null, remote: null } });
+    cell.enqueue({ kind: "rpc", id, method, args, own, here: true, actor: { ns, id: hex, name: name ?? null, remote: null } });
   } finally {
     core.setAsyncContext(prev);
   }
-  return op_do_local_answer(id);
+  return answerHere(id);
 });
+
+// Answers to calls made in place that are their own clone (primitives),
+// by job id: the reply through the output gate carries no bytes for them.
+const ownAnswers = new SafeMap();
+const NO_BYTES = new Uint8Array(0);
+
+// `[ok, payload, value]`: `payload` null when the answer is `value` itself.
+async function answerHere(id) {
+  try {
+    const r = await op_do_local_answer(id);
+    return r[0] && ownAnswers.has(id) ? [true, null, ownAnswers.get(id)] : r;
+  } finally {
+    ownAnswers.delete(id);
+  }
+}
 
 export function dispatchActor(job) {
   const key = `${job.actor.ns}:${job.actor.id}`;
@@ -594,7 +610,7 @@ export class Cell {
         await outputGate();
         job.resolve(res);
       } else {
-        const { 0: kind, 1: args } = core.deserialize(job.args);
+        const { 0: kind, 1: args } = job.own ?? core.deserialize(job.args);
         const from = job.actor?.remote;
         const { value: params, made } = decodeParams(args, from);
         let value;
@@ -604,6 +620,12 @@ export class Cell {
           releaseParams(made);
         }
         if (this.broken !== null) throw this.broken;
+        // A caller on this isolate takes a primitive as it is.
+        if (job.here === true && isCloneOfItself(value)) {
+          ownAnswers.set(job.id, value);
+          op_do_reply(job.id, true, NO_BYTES);
+          return;
+        }
         let bytes;
         try {
           bytes = core.serialize(encodeFor(this, value, from));

@@ -154,7 +154,15 @@ pub(crate) fn begin_implicit(
     internal.store(outer, Ordering::Relaxed);
     r.map_err(sqlite_error)?;
   }
-  conn.execute_batch("BEGIN").map_err(sqlite_error)
+  // Kept prepared (rusqlite's per-connection cache): BEGIN and COMMIT run
+  // once per write turn, and parsing them anew costs more than running them.
+  // The authorizer allows transaction statements, so keeping them skips no
+  // check.
+  conn
+    .prepare_cached("BEGIN")
+    .and_then(|mut st| st.execute([]))
+    .map(drop)
+    .map_err(sqlite_error)
 }
 
 impl CellDb {
@@ -278,7 +286,8 @@ impl CellDb {
     }
     self.in_txn = false;
     self.savepoints = 0;
-    let committed = match self.conn.execute_batch("COMMIT") {
+    let commit = self.conn.prepare_cached("COMMIT");
+    let committed = match commit.and_then(|mut st| st.execute([]).map(drop)) {
       Ok(()) => Ok(()),
       Err(e) => {
         let _ = self.conn.execute_batch("ROLLBACK");
