@@ -436,8 +436,10 @@ function serializeArgs(value) {
   }
 }
 
-// Hands a call to an object of this isolate in place (40_cell.js): its
-// answer's promise, or undefined when it must go through the queue.
+// Hands a call to an object of this isolate in place (40_cell.js), given
+// its arguments serialized or (`own`, primitives only) as they are: a
+// promise of `[ok, payload, value]` (`payload` null when the answer is
+// `value` itself), or undefined when it must go through the queue.
 let callHere = () => undefined;
 export function setCallHere(f) {
   callHere = f;
