@@ -129,7 +129,7 @@ const ROOT_CONTEXT = core.getAsyncContext();
 // runtime/ext/src/local.rs), joins its cell's queue at once: no trip
 // through the isolate's queue. Its answer passes the output gate as any.
 setCallHere((ns, hex, name, method, args, own) => {
-  const cell = cells.get(`${ns}:${hex}`);
+  const cell = cells.get(cellKey(ns, hex));
   if (cell === undefined || cell.broken !== null || waitsInBatch(ns, hex)) return undefined;
   const id = op_do_local_call(ns, hex);
   if (id === 0) return undefined;
@@ -159,7 +159,7 @@ async function answerHere(id) {
 }
 
 export function dispatchActor(job) {
-  const key = `${job.actor.ns}:${job.actor.id}`;
+  const key = cellKey(job.actor.ns, job.actor.id);
   let cell = cells.get(key);
   if (cell === undefined) {
     // Handed over to the new version (`cellhost node`): an instance built
@@ -228,6 +228,11 @@ function unplace(ns, hex) {
   return !waitsInBatch(ns, hex) && op_do_unplace(ns, hex);
 }
 
+// A cell's key in `cells`, and back (keyParts).
+function cellKey(ns, hex) {
+  return `${ns}:${hex}`;
+}
+
 function keyParts(key) {
   const i = key.indexOf(":");
   return [+key.slice(0, i), key.slice(i + 1)];
@@ -250,7 +255,7 @@ hib.setReleased(released);
 /** A cell handed over from a retiring isolate: its sockets are read here. */
 export function adopt(job) {
   const json = op_gen_adopt(job.actor.ns, job.actor.id);
-  if (json !== null) hib.unpack(`${job.actor.ns}:${job.actor.id}`, job.actor, json);
+  if (json !== null) hib.unpack(cellKey(job.actor.ns, job.actor.id), job.actor, json);
 }
 
 function evictIdle() {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use deno_core::OpState;
 
-use crate::http::{ActorTarget, HttpReply, Inbox, ReplyBody, RpcReply, inbox};
+use crate::http::{HttpReply, Inbox, ReplyBody, RpcReply, inbox};
 
 /// A Worker's own response reveals storage only through replies that were
 /// already gated; an object's reply waits for its own writes; a call into an
@@ -191,10 +191,11 @@ pub(crate) fn gated(state: &OpState, id: u32) -> (u64, Option<String>) {
   }
 }
 
-pub(crate) fn gate_for(state: &OpState, actor: &ActorTarget) -> Gate {
+/// The gate of a reply from object `id` of namespace `ns`.
+pub(crate) fn gate_for(state: &OpState, ns: u32, id: &str) -> Gate {
   let router = state.borrow::<crate::actor::Router>();
-  match router.namespaces.get(actor.ns as usize) {
-    Some(ns) => Gate::Cell(format!("{}/{}", ns.unique_key, actor.id)),
+  match router.namespaces.get(ns as usize) {
+    Some(n) => Gate::Cell(format!("{}/{id}", n.unique_key)),
     None => Gate::Isolate,
   }
 }

@@ -227,9 +227,15 @@ impl Inbox {
   /// A call JavaScript answers with `op_do_reply`, made without the queue
   /// (`local`): its new job id.
   pub(crate) fn register_rpc(&self, reply: oneshot::Sender<RpcReply>, gate: Gate) -> u32 {
+    let id = self.new_job_id();
+    self.expect_rpc(id, reply, gate);
+    id
+  }
+
+  /// The id of a job JavaScript is given now.
+  fn new_job_id(&self) -> u32 {
     let id = self.next_id.get();
     self.next_id.set(id.wrapping_add(1));
-    self.expect_rpc(id, reply, gate);
     id
   }
 
@@ -361,13 +367,15 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
   let jobs = buf
     .into_iter()
     .map(|job| {
-      let id = inbox.next_id.get();
-      inbox.next_id.set(id.wrapping_add(1));
+      let id = inbox.new_job_id();
       match job {
         Job::Http(job) => {
           inbox.pending.borrow_mut().insert(id, job.reply);
           if let Some(actor) = &job.actor {
-            inbox.gates.borrow_mut().insert(id, gate_for(&state, actor));
+            inbox
+              .gates
+              .borrow_mut()
+              .insert(id, gate_for(&state, actor.ns, &actor.id));
           }
           let body_rid = job
             .body
@@ -386,7 +394,11 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
           }
         }
         Job::Rpc(job) => {
-          inbox.expect_rpc(id, job.reply, gate_for(&state, &job.target));
+          inbox.expect_rpc(
+            id,
+            job.reply,
+            gate_for(&state, job.target.ns, &job.target.id),
+          );
           JsJob {
             id,
             kind: "rpc",

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use crate::actor::{Router, lock, placement_key, rpc_answer};
 use crate::gate::gate_for;
-use crate::http::{ActorTarget, inbox};
+use crate::http::inbox;
 
 /// A call to object `id` of namespace `ns` made on this isolate: its job id
 /// when it may be handed to the object in place, 0 when it must go through
@@ -36,14 +36,8 @@ pub fn op_do_local_call(state: &mut OpState, #[smi] ns: u32, #[string] id: &str)
   if !lock(p).quiet_at(&placement_key(ns, id), here) {
     return 0;
   }
-  let target = ActorTarget {
-    ns,
-    id: id.to_string(),
-    name: None,
-    from: None,
-  };
   let (tx, rx) = oneshot::channel();
-  let job = inbox.register_rpc(tx, gate_for(state, &target));
+  let job = inbox.register_rpc(tx, gate_for(state, ns, id));
   inbox.local_answers.borrow_mut().insert(job, rx);
   job
 }
