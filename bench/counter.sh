@@ -2,7 +2,8 @@
 # The Durable Object counter (one SQL write per request) on workerd and on
 # cellhost, in turn, under the same wrk load: one object at concurrency 1 and
 # 64, then a spread over 10 000 objects; resident memory after touching the
-# 10 000 objects and again once they were evicted. Prints cellhost/workerd.
+# 10 000 objects and again once they were evicted. Prints cellhost/workerd,
+# and cellhost/floor at c=1 (see floor_rounds).
 #   bash bench/counter.sh [seconds]
 source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
@@ -24,9 +25,7 @@ measure() { # name port pid
   local base; base=$(rss_mb "$pid")
   read -r r1 p1 < <(wrk_load "$port" 1 one.lua)
   local m1; m1=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")")
-  # The disk's fdatasync time drifts over minutes: the floor's is taken
-  # just before and just after cellhost's c=1 row, not minutes later.
-  if [ "$name" = cellhost ]; then sync_after=$(fsync_p50); wal_sync=$(wal_fsync_p50); fi
+  if [ "$name" = cellhost ]; then floor_rounds "$port"; wal_sync=$(wal_fsync_p50); fi
   read -r r64 p64 < <(wrk_load "$port" 64 one.lua)
   read -r rs ps < <(wrk_load "$port" 64 spread.lua)
   # Touch 10 000 distinct objects (two wrk threads, each name once).
@@ -44,14 +43,31 @@ measure() { # name port pid
 
 # The floor of a durable write at c=1, measured in this run on this disk: a
 # loopback round trip (wrk c=1 p50 against examples/hello on cellhost) plus
-# one fdatasync of a 4 KiB overwrite (p50 of 2000, in $out).
-hello_rtt() {
-  RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
+# one fdatasync of a 4 KiB overwrite (p50 of 2000). Both drift by tens of
+# microseconds over minutes, so the floor is taken in rounds interleaved
+# with cellhost's own c=1 p50 (hello running beside the counter): each
+# round gives a ratio, and the median round is reported. Appends "fsync
+# hello counter" in ms per round to $out/floor.
+floor_rounds() { # counter's port
+  local hport=$((cport + 2))
+  RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$hport" >/dev/null 2>&1 &
   local hp=$!
-  wait_up "$cport"
-  wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$cport/" > "$out/hello1.txt"
+  wait_up "$hport"
+  wrk -t1 -c1 -d1s "http://127.0.0.1:$hport/" >/dev/null
+  for i in 1 2 3 4 5; do
+    local f h c
+    # An object of its own per round: it lives on the isolate of the
+    # round's connection, as the c=1 row's object does (the first caller
+    # places an object; wrk's new connection may land on another isolate).
+    printf 'wrk.method = "POST"\nwrk.path = "/increment?name=floor%s"\n' "$i" > "$out/round.lua"
+    f=$(fsync_p50)
+    wrk -t1 -c1 -d3s --latency "http://127.0.0.1:$hport/" > "$out/h.txt"
+    wrk -t1 -c1 -d3s --latency -s "$out/round.lua" "http://127.0.0.1:$1" > "$out/c.txt"
+    h=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/h.txt")")
+    c=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/c.txt")")
+    echo "$f $h $c" >> "$out/floor"
+  done
   kill $hp; wait $hp 2>/dev/null || true
-  to_ms "$(awk '$1=="50%" {print $2}' "$out/hello1.txt")"
 }
 fsync_p50() {
   python3 - "$out/fsync.bin" <<'PY'
@@ -89,10 +105,6 @@ ts = sorted(ts[1000:])
 print(f"{ts[len(ts) // 2] * 1000:.3f}")
 PY
 }
-rtt=$(hello_rtt)
-sync_before=$(fsync_p50)
-sync_after=$sync_before
-
 # cellhost first: workerd deletes each evicted object's -wal and -shm, and
 # on ext4 (no journal) freshly deleted inodes slow every file creation in
 # their block group for minutes, so whichever runtime went second paid for
@@ -107,8 +119,6 @@ wpid=$!
 measure workerd "$wport" "$wpid"
 kill $wpid; wait $wpid 2>/dev/null || true
 
-sync=$(echo "($sync_before + $sync_after) / 2" | bc -l)
-
 echo "counter (one SQL write per request), wrk ${secs}s per row, $(nproc) cores"
 printf "%-9s %9s %7s %9s %7s %11s %7s %8s %9s %9s\n" runtime "c1 req/s" "p99ms" "c64 req/s" "p99ms" "10k req/s" "p99ms" "RSS0 MB" "RSS10k" "evicted"
 while read -r n a b c d e f g h i; do
@@ -121,6 +131,11 @@ printf "ratio cellhost/workerd: c1 %.2fx (p99 %.2fx), c64 %.2fx (p99 %.2fx), 10k
   "$(r "$ca" "$wa")" "$(r "$cb" "$wb")" "$(r "$cc" "$wc")" "$(r "$cd" "$wd")" "$(r "$ce" "$we")" "$(r "$cf" "$wf")"
 read -r _ cm1 < <(grep '^cellhost' "$out/p50")
 read -r _ wm1 < <(grep '^workerd' "$out/p50")
-printf "c=1 p50: cellhost %.3f ms, workerd %.3f ms; floor %.3f ms (loopback round trip %.3f + fdatasync of an overwrite %.3f: %.3f before and %.3f after cellhost's c=1 row); cellhost/floor %.2fx\n" \
-  "$cm1" "$wm1" "$(r "$rtt+$sync" 1)" "$rtt" "$sync" "$sync_before" "$sync_after" "$(r "$cm1" "($rtt+$sync)")"
+printf "c=1 p50: cellhost %.3f ms, workerd %.3f ms (the rows above)\n" "$cm1" "$wm1"
+# Median round by its ratio; its parts are printed beside it.
+read -r fs fh fc fr < <(awk '{print $1, $2, $3, $3 / ($1 + $2)}' "$out/floor" | sort -g -k4 | sed -n 3p)
+printf "floor rounds (fdatasync + hello round trip -> cellhost c=1 p50, ms):"
+awk '{printf " %.3f+%.3f->%.3f (%.2fx)", $1, $2, $3, $3 / ($1 + $2)}' "$out/floor"; echo
+printf "cellhost/floor, median of 5 rounds: %.2fx (cellhost %.3f ms; floor %.3f = round trip %.3f + fdatasync of an overwrite %.3f)\n" \
+  "$fr" "$fc" "$(r "$fs+$fh" 1)" "$fh" "$fs"
 printf "for scale: fdatasync of one SQLite WAL commit of the counter's row (python sqlite3) %.3f ms\n" "$wal_sync"
