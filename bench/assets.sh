@@ -23,7 +23,7 @@ measure() { # name port
   for _ in $(seq 200); do curl -s "http://127.0.0.1:$2/assets/small.css" >/dev/null; done
   for f in small.css big.js; do
     wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$out/plain.lua" "http://127.0.0.1:$2/assets/$f" > "$out/w.txt"
-    echo "$1 $f $(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")" >> "$out/results"
+    echo "$1 $f $(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(wrk_ms 99 "$out/w.txt")" >> "$out/results"
   done
 }
 

@@ -24,7 +24,7 @@ measure() { # name port pid
   wait_up "$port"
   local base; base=$(rss_mb "$pid")
   read -r r1 p1 < <(wrk_load "$port" 1 one.lua)
-  local m1; m1=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")")
+  local m1; m1=$(wrk_ms 50 "$out/w.txt")
   if [ "$name" = cellhost ]; then floor_rounds "$port"; wal_sync=$(wal_fsync_p50); fi
   read -r r64 p64 < <(wrk_load "$port" 64 one.lua)
   read -r rs ps < <(wrk_load "$port" 64 spread.lua)
@@ -54,8 +54,8 @@ floor_rounds() { # counter's port
   local hp=$!
   wait_up "$hport"
   wrk -t1 -c1 -d1s "http://127.0.0.1:$hport/" >/dev/null
+  local i f
   for i in 1 2 3 4 5; do
-    local f h c
     # An object of its own per round: it lives on the isolate of the
     # round's connection, as the c=1 row's object does (the first caller
     # places an object; wrk's new connection may land on another isolate).
@@ -63,27 +63,9 @@ floor_rounds() { # counter's port
     f=$(fsync_p50)
     wrk -t1 -c1 -d3s --latency "http://127.0.0.1:$hport/" > "$out/h.txt"
     wrk -t1 -c1 -d3s --latency -s "$out/round.lua" "http://127.0.0.1:$1" > "$out/c.txt"
-    h=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/h.txt")")
-    c=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/c.txt")")
-    echo "$f $h $c" >> "$out/floor"
+    echo "$f $(wrk_ms 50 "$out/h.txt") $(wrk_ms 50 "$out/c.txt")" >> "$out/floor"
   done
   kill $hp; wait $hp 2>/dev/null || true
-}
-fsync_p50() {
-  python3 - "$out/fsync.bin" <<'PY'
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-os.pwrite(fd, b"\0" * 4096 * 64, 0)
-os.fsync(fd)
-buf, ts = os.urandom(4096), []
-for i in range(2000):
-    t = time.perf_counter()
-    os.pwrite(fd, buf, (i % 64) * 4096)
-    os.fdatasync(fd)
-    ts.append(time.perf_counter() - t)
-ts.sort()
-print(f"{ts[len(ts) // 2] * 1000:.3f}")
-PY
 }
 # For scale: the fdatasync of one SQLite WAL commit of the counter's row
 # (python's sqlite3, synchronous=NORMAL): a frame is 24 + 4096 bytes, so

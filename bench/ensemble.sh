@@ -15,11 +15,10 @@ command -v moto_server >/dev/null || { echo "moto_server is needed: pip install 
 counter_lua 1
 mport=$((cport + 1)); pport=$((cport + 2)); bport=$((cport + 3))
 
-p50() { to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")"; }
 load() { # port conns -> "ok req/s p50" (answers other than 200 not counted)
   read -r r _ < <(wrk_load "$1" "$2" one.lua)
   local bad; bad=$(awk '/Non-2xx/ {print $5}' "$out/w.txt"); bad=${bad:-0}
-  echo "$(echo "$r - $bad / $secs" | bc -l) $(p50)"
+  echo "$(echo "$r - $bad / $secs" | bc -l) $(wrk_ms 50 "$out/w.txt")"
 }
 # Waits for the node serving on PORT (its log NAME on failure).
 up() { for _ in $(seq 6); do wait_up "$1" && return 0; done; { echo "node $2 did not start:" >&2; cat "$out/$2.log" >&2; exit 1; }; }
@@ -66,18 +65,9 @@ sleep 1
 # (wrk c=1 p50 against examples/hello) plus one fdatasync of a 4 KiB overwrite.
 RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$cport" >/dev/null 2>&1 &
 hp=$!; wait_up "$cport"
-wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$cport/" > "$out/w.txt"; rtt=$(p50)
+wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$cport/" > "$out/w.txt"; rtt=$(wrk_ms 50 "$out/w.txt")
 kill $hp; wait $hp 2>/dev/null || true
-sync=$(python3 - "$out/fsync.bin" <<'PY'
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-os.pwrite(fd, b"\0" * 4096 * 64, 0); os.fsync(fd)
-buf, ts = os.urandom(4096), []
-for i in range(2000):
-    t = time.perf_counter(); os.pwrite(fd, buf, (i % 64) * 4096); os.fdatasync(fd); ts.append(time.perf_counter() - t)
-ts.sort(); print(f"{ts[len(ts)//2]*1000:.3f}")
-PY
-)
+sync=$(fsync_p50)
 
 echo "counter, one object, wrk ${secs}s per column; the bucket is moto behind a ${delay} ms proxy; $(nproc) cores"
 printf "%-22s %9s %8s %9s %8s\n" mode "c1 req/s" "c1 p50" "c64 req/s" "c64 p50"

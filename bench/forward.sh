@@ -28,9 +28,9 @@ LUA
 row() { # label script
   local l=$1 s=$2 out1 p50a p99a p50b p99b ra rb
   wrk_load "$aport" 1 "$s" >/dev/null
-  p50a=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")"); p99a=$(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")
+  p50a=$(wrk_ms 50 "$out/w.txt"); p99a=$(wrk_ms 99 "$out/w.txt")
   wrk_load "$bport" 1 "$s" >/dev/null
-  p50b=$(to_ms "$(awk '$1=="50%" {print $2}' "$out/w.txt")"); p99b=$(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")
+  p50b=$(wrk_ms 50 "$out/w.txt"); p99b=$(wrk_ms 99 "$out/w.txt")
   read -r ra _ < <(wrk_load "$aport" 64 "$s")
   read -r rb _ < <(wrk_load "$bport" 64 "$s")
   awk -v l="$l" -v a50="$p50a" -v a99="$p99a" -v b50="$p50b" -v b99="$p99b" -v ra="$ra" -v rb="$rb" 'BEGIN {
@@ -44,4 +44,4 @@ kill %1 %2 2>/dev/null || true; wait 2>/dev/null || true
 RUST_LOG=warn target/release/cellhost run examples/hello --listen "127.0.0.1:$aport" >/dev/null 2>&1 &
 wait_up "$aport"
 wrk -t1 -c1 -d"${secs}s" --latency "http://127.0.0.1:$aport/" > "$out/hello1.txt"
-echo "loopback round trip (wrk c=1 p50 against examples/hello): $(to_ms "$(awk '$1=="50%" {print $2}' "$out/hello1.txt")") ms"
+echo "loopback round trip (wrk c=1 p50 against examples/hello): $(wrk_ms 50 "$out/hello1.txt") ms"

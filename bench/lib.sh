@@ -12,6 +12,28 @@ wport=$((20000 + RANDOM % 10000)); cport=$((wport + 1))
 # wrk's latency figure ("812.00us", "1.20ms", "2.1s") in milliseconds.
 to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) { sub(/us$/,"",v); print v/1000 } else if (v ~ /ms$/) { sub(/ms$/,"",v); print v } else if (v ~ /s$/) { sub(/s$/,"",v); print v*1000 } else print v }'; }
 
+# A latency percentile (50, 99) of the wrk --latency output FILE, in ms.
+wrk_ms() { to_ms "$(awk -v p="$1%" '$1==p {print $2}' "$2")"; }
+
+# The p50 of 2000 fdatasyncs of a 4 KiB overwrite on this disk, in ms:
+# the disk's part of a durable write's floor.
+fsync_p50() {
+  python3 - "$out/fsync.bin" <<'PY'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+os.pwrite(fd, b"\0" * 4096 * 64, 0)
+os.fsync(fd)
+buf, ts = os.urandom(4096), []
+for i in range(2000):
+    t = time.perf_counter()
+    os.pwrite(fd, buf, (i % 64) * 4096)
+    os.fdatasync(fd)
+    ts.append(time.perf_counter() - t)
+ts.sort()
+print(f"{ts[len(ts) // 2] * 1000:.3f}")
+PY
+}
+
 # Waits until the server on PORT answers PATH (default /), whatever the status.
 wait_up() { for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$1${2:-/}" && return 0; sleep 0.1; done; return 1; }
 
@@ -22,7 +44,7 @@ rss_mb() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 # $out; prints "req/s p99-ms".
 wrk_load() {
   wrk -t"$(( $2 < 2 ? 1 : 2 ))" -c"$2" -d"${secs}s" --latency -s "$out/$3" "http://127.0.0.1:$1" > "$out/w.txt"
-  echo "$(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(to_ms "$(awk '$1=="99%" {print $2}' "$out/w.txt")")"
+  echo "$(awk '/Requests\/sec/ {print $2}' "$out/w.txt") $(wrk_ms 99 "$out/w.txt")"
 }
 
 # workerd's config for examples/hello's Worker: hello_config FILE MODULE DATE

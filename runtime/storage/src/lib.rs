@@ -154,15 +154,15 @@ pub(crate) fn begin_implicit(
     internal.store(outer, Ordering::Relaxed);
     r.map_err(sqlite_error)?;
   }
-  // Kept prepared (rusqlite's per-connection cache): BEGIN and COMMIT run
-  // once per write turn, and parsing them anew costs more than running them.
-  // The authorizer allows transaction statements, so keeping them skips no
-  // check.
-  conn
-    .prepare_cached("BEGIN")
-    .and_then(|mut st| st.execute([]))
-    .map(drop)
-    .map_err(sqlite_error)
+  run_cached(conn, "BEGIN").map_err(sqlite_error)
+}
+
+/// Runs `sql` kept prepared (rusqlite's per-connection cache): BEGIN and
+/// COMMIT run once per write turn, and parsing them anew costs more than
+/// running them. The authorizer allows transaction statements, so keeping
+/// them skips no check.
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+  conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 impl CellDb {
@@ -286,8 +286,7 @@ impl CellDb {
     }
     self.in_txn = false;
     self.savepoints = 0;
-    let commit = self.conn.prepare_cached("COMMIT");
-    let committed = match commit.and_then(|mut st| st.execute([]).map(drop)) {
+    let committed = match run_cached(&self.conn, "COMMIT") {
       Ok(()) => Ok(()),
       Err(e) => {
         let _ = self.conn.execute_batch("ROLLBACK");
