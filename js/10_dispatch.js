@@ -204,7 +204,12 @@ export function boot(ns) {
 
 async function runLoop() {
   while (true) {
-    const jobs = await op_cellhost_next();
+    // Unref'd: waiting for work does not count as work, so an isolate with
+    // nothing else pending is idle, and the host cancels the requests whose
+    // code hung (see cancel_hung).
+    const next = op_cellhost_next();
+    core.unrefOpPromise(next);
+    const jobs = await next;
     if (jobs === null) return;
     // From here on, calls made in place look at the batch (40_cell.js).
     dispatching.jobs = jobs;

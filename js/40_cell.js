@@ -80,6 +80,16 @@ let env;
 let bucketMode = false;
 const cells = new SafeMap();
 let evictTimer = null;
+// The eviction sweep is housekeeping, not work of a request: unref'd, so it
+// does not keep a hung request from being found (see cancel_hung).
+// Called unbound: Deno's timers insist on `this` being undefined.
+const { setInterval: denoSetInterval, clearInterval: denoClearInterval, unrefTimer } =
+  core.loadExtScript("ext:deno_web/02_timers.js");
+function startEvicting() {
+  if (evictTimer !== null) return;
+  evictTimer = denoSetInterval(evictIdle, 1000);
+  unrefTimer(evictTimer);
+}
 
 // ctx.facets, built by 42_facets.js (it needs Cell; this module needs it
 // only when a Durable Object asks).
@@ -173,7 +183,7 @@ export function dispatchActor(job) {
     }
     cell = new Cell(key, job.actor);
     cells.set(key, cell);
-    if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
+    startEvicting();
   }
   if (job.kind === "alarm") cell.alarmArrived();
   else if (job.kind === "alarm-failed") cell.alarmFailed(job.row);
@@ -247,7 +257,7 @@ function released(key) {
   // left here.
   if (!unplace(ns, hex)) {
     unplacing.add(key);
-    if (evictTimer === null) evictTimer = setInterval(evictIdle, 1000);
+    startEvicting();
   }
 }
 hib.setReleased(released);
@@ -277,7 +287,7 @@ function evictIdle() {
     if (held(key) || unplace(ns, hex)) unplacing.delete(key);
   }
   if (cells.size === 0 && unplacing.size === 0) {
-    clearInterval(evictTimer);
+    denoClearInterval(evictTimer);
     evictTimer = null;
   }
 }

@@ -140,6 +140,69 @@ fn missing_fetch_handler_is_named() {
   );
 }
 
+/// A request nothing can settle any more is cancelled as workerd cancels
+/// it (a 500, the reason logged), even when another request could have
+/// settled it later; an object's request waiting for the object's next
+/// request (a long poll) is left waiting, as on workerd.
+#[test]
+fn a_hung_request_is_cancelled_but_an_objects_long_poll_waits() {
+  let worker = r#"
+import { DurableObject } from "cloudflare:workers";
+let waiters = [];
+export class Obj extends DurableObject {
+  waiters = [];
+  async fetch(req) {
+    if (new URL(req.url).pathname === "/wait") {
+      return new Response("got " + await new Promise((r) => this.waiters.push(r)));
+    }
+    const n = this.waiters.length;
+    this.waiters.forEach((r) => r("msg"));
+    this.waiters = [];
+    return new Response("woke " + n);
+  }
+}
+export default {
+  async fetch(req, env) {
+    const { pathname } = new URL(req.url);
+    if (pathname === "/swait") return new Response("got " + await new Promise((r) => waiters.push(r)));
+    if (pathname === "/spost") {
+      const n = waiters.length;
+      waiters.forEach((r) => r("msg"));
+      return new Response("woke " + n);
+    }
+    return env.OBJ.getByName("room").fetch(req);
+  },
+};
+"#;
+  let d = project("hung", worker, OBJ_BINDING);
+  let ch = Cellhost::start(&d, &["--isolates", "1"]);
+  let addr = ch.addr;
+  let waiting = std::thread::spawn(move || get(addr, "/wait"));
+  std::thread::sleep(Duration::from_millis(500));
+  assert_eq!(get(addr, "/post").text(), "woke 1");
+  let r = waiting.join().unwrap();
+  assert_eq!((r.status, r.text().as_str()), (200, "got msg"));
+  // Nothing but /spost could settle /swait, and it is not sent until
+  // /swait is answered: once the isolate has nothing else pending (the
+  // object's timers count), /swait is hung.
+  let r = get(addr, "/swait");
+  assert_eq!(
+    (r.status, r.text().as_str()),
+    (500, "Internal Server Error")
+  );
+  assert!(
+    ch.wait_log(
+      "had hung and would never generate a response",
+      Duration::from_secs(5)
+    ),
+    "{}",
+    ch.log()
+  );
+  // The cancelled request's resolver is still in the array; settling it
+  // later reaches no one.
+  assert_eq!(get(addr, "/spost").text(), "woke 1");
+}
+
 #[test]
 fn uncaught_exception_logs_stack_and_returns_500() {
   let d = tmpdir("throw");

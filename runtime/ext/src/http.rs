@@ -200,6 +200,8 @@ pub struct Inbox {
   pub(crate) in_hand: Cell<bool>,
   /// Answers to calls made in place (`local`), until their caller awaits.
   pub(crate) local_answers: RefCell<HashMap<u32, oneshot::Receiver<RpcReply>>>,
+  /// The queue closed: no job will come again.
+  closed: Cell<bool>,
 }
 
 impl Inbox {
@@ -215,6 +217,7 @@ impl Inbox {
       next_id: Cell::new(1),
       in_hand: Cell::new(false),
       local_answers: Default::default(),
+      closed: Cell::new(false),
     }
   }
 
@@ -244,6 +247,11 @@ impl Inbox {
   fn expect_rpc(&self, id: u32, reply: oneshot::Sender<RpcReply>, gate: Gate) {
     self.pending_rpc.borrow_mut().insert(id, reply);
     self.gates.borrow_mut().insert(id, gate);
+  }
+
+  /// Whether the queue closed (the pool stopped): no job comes again.
+  pub fn closed(&self) -> bool {
+    self.closed.get()
   }
 
   /// Whether work is waiting that JavaScript has not picked up yet.
@@ -345,6 +353,7 @@ pub async fn op_cellhost_next(state: Rc<RefCell<OpState>>) -> Option<Vec<JsJob>>
       let n =
         std::future::poll_fn(|cx| inbox.rx.borrow_mut().poll_recv_many(cx, &mut buf, 128)).await;
       if n == 0 {
+        inbox.closed.set(true);
         return None;
       }
     }

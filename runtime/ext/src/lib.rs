@@ -13,6 +13,7 @@ mod facet;
 mod gate;
 pub mod generation;
 mod http;
+mod hung;
 mod id;
 mod local;
 mod pitr;
@@ -34,6 +35,7 @@ pub use http::{
   ActorTarget, AlarmJob, Body, BoxError, ExportJob, HttpJob, HttpReply, Inbox, Job, QueueJob,
   ReplyBody, RpcJob, RpcReply, ScheduledJob,
 };
+pub use hung::HUNG;
 pub use service::Peers;
 pub use wake::Wake;
 

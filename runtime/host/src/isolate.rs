@@ -728,10 +728,21 @@ async fn drive(
   loop {
     let result = poll_fn(|cx| {
       watch.enter();
-      let r = js.poll_event_loop(cx, PollEventLoopOptions::default());
+      let mut r = js.poll_event_loop(cx, PollEventLoopOptions::default());
       watch.leave();
       if *stop.borrow() {
         return std::task::Poll::Pending;
+      }
+      // Nothing pending but the wait for new work (an unref'd op): idle.
+      // Whatever is still unanswered then never will be; the loop waits on
+      // (the waker is registered) unless no work can come again.
+      if matches!(r, std::task::Poll::Ready(Ok(()))) && !inbox.closed() && !watch.killed() {
+        if inbox.cancel_hung() {
+          tracing::error!(target: "worker", "Uncaught Error: {}", cellhost_ext::HUNG);
+          // Look again: its caller may carry on, or the next is hung too.
+          cx.waker().wake_by_ref();
+        }
+        r = std::task::Poll::Pending;
       }
       let mut st = state.borrow_mut();
       let cells = st.borrow_mut::<Cells>();

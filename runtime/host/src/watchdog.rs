@@ -63,6 +63,11 @@ impl Watch {
     }
   }
 
+  /// Whether the running JavaScript was stopped (the reason not yet taken).
+  pub fn killed(&self) -> bool {
+    self.killed.lock().unwrap().is_some()
+  }
+
   pub fn take_kill(&self) -> Option<String> {
     self.killed.lock().unwrap().take()
   }
