@@ -1,5 +1,5 @@
 // Globals workerd offers beyond the Web platform: `scheduler`,
-// `IdentityTransformStream`, `FixedLengthStream`, and the `cf` object of
+// `IdentityTransformStream`, `FixedLengthStream`, `headers.getAll`, and the `cf` object of
 // incoming requests.
 import { core, primordials } from "ext:core/mod.js";
 import { markSized } from "ext:cellhost_r2/r2.js";
@@ -91,6 +91,20 @@ export class FixedLengthStream extends IdentityTransformStream {
 
 /** The declared length of a FixedLengthStream's readable side, if any. */
 export const fixedLengths = new primordials.SafeWeakMap();
+
+// `headers.getAll(name)`: workerd's older way to read every Set-Cookie
+// header (before getSetCookie); any other name is refused, as on workerd.
+const { Headers } = core.loadExtScript("ext:deno_fetch/20_headers.js");
+ObjectDefineProperty(Headers.prototype, "getAll", {
+  value: function getAll(name) {
+    if (`${name}`.toLowerCase() !== "set-cookie") {
+      throw new TypeError('getAll() can only be used with the header name "Set-Cookie".');
+    }
+    return this.getSetCookie();
+  },
+  writable: true,
+  configurable: true,
+});
 
 // `request.cf` of an incoming request: wrangler dev's fallback (Cloudflare
 // adds the real one at its edge; a host has no geolocation of its own).

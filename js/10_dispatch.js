@@ -243,6 +243,9 @@ export function makeRequest(job) {
     body,
     false,
   );
+  // As on workerd: a request that arrived is not followed through
+  // redirects when passed on (`fetch(request)` hands a 3xx back).
+  inner.redirectMode = "manual";
   const request = requestMod.fromInnerRequest(inner, "immutable");
   incomingCf.set(request, null); // built on first read: most requests never look
   return request;

@@ -379,6 +379,14 @@ fn echo(mut s: TcpStream) -> std::io::Result<()> {
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body)?;
+    if path == "/redirect" {
+      // A redirect to the echo (redirect-mode fixtures).
+      write!(
+        s,
+        "HTTP/1.1 302 Found\r\nlocation: /redirected\r\ncontent-length: 0\r\n\r\n"
+      )?;
+      continue;
+    }
     if path.starts_with("/sse") {
       // A server-sent event stream (EventSource fixtures), then the end.
       let events = "retry: 50\nid: 7\ndata: one\n\nevent: tick\ndata: t\n\n: a comment\ndata: two\ndata: lines\n\nid\ndata: three\r\n\r\n";
