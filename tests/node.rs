@@ -55,6 +55,12 @@ const tries = {
   chdir: () => process.chdir("/"),
   binding: () => process.binding("fs").open("/etc/hostname"),
   hostEnv: () => process.env.PATH ?? process.env.HOME ?? "none",
+  // The modules behind node:* that may reach deno_node's internals.
+  internals: () => import("node:cellhost/internals"),
+  stubHelpers: () => import("cellhost-node:_errors"),
+  rawModule: () => import("cellhost-node-raw:http2"),
+  wrapper: () => import("cellhost-node:http2"),
+  extCore: () => import("ext:core/mod.js"),
 };
 export default {
   async fetch(request, env) {
@@ -185,7 +191,7 @@ fn compatibility_flags_decide_what_node_is_there() {
     on["node:child_process"]
       .as_str()
       .unwrap()
-      .contains("node:child_process"),
+      .contains("node:child_process needs a compatibility date from 2026-03-17 or the `enable_nodejs_child_process_module` flag"),
     "{on}"
   );
   // node:fs (workerd's in-memory one) from 2025-09-15, or by its flag.
@@ -199,9 +205,29 @@ fn compatibility_flags_decide_what_node_is_there() {
   let fs = run(
     "node-fs-flag",
     "2025-01-01",
-    "compatibility_flags = [\"nodejs_compat\", \"enable_nodejs_fs_module\"]\n",
+    "compatibility_flags = [\"nodejs_compat\", \"enable_nodejs_fs_module\", \"enable_nodejs_child_process_module\"]\n",
   );
   assert_eq!(fs["node:fs"], "ok", "{fs}");
+  assert_eq!(fs["node:child_process"], "ok", "{fs}");
+  // A stub module from its date on, unless its disable flag takes it away.
+  let stub = run(
+    "node-stub-date",
+    "2026-03-17",
+    "compatibility_flags = [\"nodejs_compat\"]\n",
+  );
+  assert_eq!(stub["node:child_process"], "ok", "{stub}");
+  let gone = run(
+    "node-stub-disabled",
+    "2026-03-17",
+    "compatibility_flags = [\"nodejs_compat\", \"disable_nodejs_child_process_module\"]\n",
+  );
+  assert!(
+    gone["node:child_process"]
+      .as_str()
+      .unwrap()
+      .contains("enable_nodejs_child_process_module"),
+    "{gone}"
+  );
   let dated = run(
     "node-fs-date",
     "2025-09-15",

@@ -80,6 +80,7 @@ pub fn check(file: &std::path::Path, date: Option<&str>, named: &[String]) {
         file.display()
       ),
       Some(_) => {}
+      None if cellhost_host::node::is_stub_flag(flag) => {}
       None => tracing::warn!(
         "{}: unknown compatibility flag `{flag}` is ignored",
         file.display()
@@ -126,7 +127,12 @@ pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeC
     // workerd's node:fs from 2025-09-15 (enable_nodejs_fs_module).
     let fs =
       (flag("enable_nodejs_fs_module") || since("2025-09-15")) && !flag("disable_nodejs_fs_module");
-    NodeCompat::On { populate_env, fs }
+    let stubs = cellhost_host::node::stubs(date, flags);
+    NodeCompat::On {
+      populate_env,
+      fs,
+      stubs,
+    }
   } else if flag("nodejs_als") {
     NodeCompat::AsyncLocalStorage
   } else {
@@ -137,6 +143,7 @@ pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeC
 #[cfg(test)]
 mod tests {
   use cellhost_host::NodeCompat;
+  use cellhost_host::node::ALL_STUBS;
 
   fn flags(f: &[&str]) -> Vec<String> {
     f.iter().map(|s| s.to_string()).collect()
@@ -150,14 +157,16 @@ mod tests {
       nc(Some("2024-01-01"), &flags(&["nodejs_compat"])),
       NodeCompat::On {
         populate_env: false,
-        fs: false
+        fs: false,
+        stubs: 0
       }
     );
     assert_eq!(
       nc(Some("2025-04-01"), &flags(&["nodejs_compat"])),
       NodeCompat::On {
         populate_env: true,
-        fs: false
+        fs: false,
+        stubs: 0
       }
     );
     assert_eq!(
@@ -167,14 +176,16 @@ mod tests {
       ),
       NodeCompat::On {
         populate_env: false,
-        fs: true
+        fs: true,
+        stubs: ALL_STUBS
       }
     );
     assert_eq!(
       nc(Some("2026-09-01"), &flags(&["disable_nodejs_fs_module"])),
       NodeCompat::On {
         populate_env: true,
-        fs: false
+        fs: false,
+        stubs: ALL_STUBS
       }
     );
     assert_eq!(
@@ -184,7 +195,8 @@ mod tests {
       ),
       NodeCompat::On {
         populate_env: false,
-        fs: true
+        fs: true,
+        stubs: 0
       }
     );
     assert_eq!(

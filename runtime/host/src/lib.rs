@@ -7,7 +7,7 @@
 
 mod isolate;
 mod loader;
-mod node;
+pub mod node;
 mod quiet;
 pub mod rules;
 mod watchdog;
@@ -132,8 +132,13 @@ pub enum NodeCompat {
   AsyncLocalStorage,
   /// `nodejs_compat`: the modules and globals; `process.env` holds the
   /// Worker's text bindings when `populate_env`; `fs`: node:fs (workerd's
-  /// in-memory one) is there.
-  On { populate_env: bool, fs: bool },
+  /// in-memory one) is there; `stubs`: which of the stub modules workerd
+  /// gates by date or flag are there (a bit per `node::GATED` entry).
+  On {
+    populate_env: bool,
+    fs: bool,
+    stubs: u32,
+  },
 }
 
 impl WorkerSpec {

@@ -1,6 +1,7 @@
 //! Which `node:*` modules a Worker may import, as workerd 1.20261117 lists
 //! them for `nodejs_compat`; each is served by deno_node's polyfill of the
-//! same name (`cellhost-node`). Any other `node:` module fails by name.
+//! same name, or by cellhost-node's wrapper or stub of it (`cellhost_node::
+//! wrap`, `cellhost_node::stub`). Any other `node:` module fails by name.
 
 use deno_core::ModuleSpecifier;
 use deno_error::JsErrorBox;
@@ -13,15 +14,24 @@ pub const MODULES: &[&str] = &[
   "assert/strict",
   "async_hooks",
   "buffer",
+  "child_process",
+  "cluster",
+  "console",
+  "constants",
   "crypto",
+  "dgram",
   "diagnostics_channel",
   "dns",
   "dns/promises",
+  "domain",
   "events",
   "fs",
   "fs/promises",
   "http",
+  "http2",
   "https",
+  "inspector",
+  "inspector/promises",
   "module",
   "net",
   "os",
@@ -34,20 +44,75 @@ pub const MODULES: &[&str] = &[
   "querystring",
   "readline",
   "readline/promises",
+  "repl",
+  "sqlite",
   "stream",
   "stream/consumers",
   "stream/promises",
   "stream/web",
   "string_decoder",
+  "sys",
+  "test",
   "timers",
   "timers/promises",
   "tls",
+  "trace_events",
+  "tty",
   "url",
   "util",
   "util/types",
+  "v8",
+  "vm",
+  "wasi",
   "worker_threads",
   "zlib",
 ];
+
+/// Built-ins a Worker names with the `node:` prefix only, as in Node.js (a
+/// bare `test` or `sqlite` is a package).
+const PREFIX_ONLY: &[&str] = &["sqlite", "test"];
+
+/// Stub modules workerd gives with `nodejs_compat` only from a date, or by
+/// their `enable_nodejs_<stem>_module` flag (`disable_…` takes them away):
+/// (module, flag stem, date). A bit of `NodeCompat::On::stubs` each.
+pub const GATED: &[(&str, &str, &str)] = &[
+  ("http2", "http2", "2025-09-01"),
+  ("vm", "vm", "2025-10-01"),
+  ("cluster", "cluster", "2025-12-04"),
+  ("domain", "domain", "2025-12-04"),
+  ("trace_events", "trace_events", "2025-12-04"),
+  ("wasi", "wasi", "2025-12-04"),
+  ("dgram", "dgram", "2026-01-29"),
+  ("inspector", "inspector", "2026-01-29"),
+  ("inspector/promises", "inspector", "2026-01-29"),
+  ("sqlite", "sqlite", "2026-01-29"),
+  ("child_process", "child_process", "2026-03-17"),
+  ("repl", "repl", "2026-03-17"),
+  ("tty", "tty", "2026-03-17"),
+  ("v8", "v8", "2026-03-17"),
+];
+
+/// Every gated stub module there.
+pub const ALL_STUBS: u32 = (1 << GATED.len()) - 1;
+
+/// The stub modules a compatibility date and flags give (`GATED`).
+pub fn stubs(date: Option<&str>, flags: &[String]) -> u32 {
+  let flag = |f: String| flags.contains(&f);
+  (GATED.iter().enumerate())
+    .filter(|(_, (_, stem, since))| {
+      (flag(format!("enable_nodejs_{stem}_module")) || date.is_some_and(|d| d >= *since))
+        && !flag(format!("disable_nodejs_{stem}_module"))
+    })
+    .fold(0, |set, (i, _)| set | 1 << i)
+}
+
+/// Whether `flag` turns a gated stub module on or off.
+pub fn is_stub_flag(flag: &str) -> bool {
+  let stem = (flag.strip_prefix("enable_nodejs_"))
+    .or_else(|| flag.strip_prefix("disable_nodejs_"))
+    .and_then(|f| f.strip_suffix("_module"));
+  stem.is_some_and(|s| GATED.iter().any(|(_, g, _)| *g == s))
+}
 
 /// The scheme of a module served with workerd's export names
 /// (`cellhost_node::wrap`).
@@ -63,7 +128,13 @@ pub fn wrapper_source(specifier: &ModuleSpecifier) -> Option<String> {
       "export * from \"node:{name}\";\nexport {{ default }} from \"node:{name}\";\n"
     ));
   }
-  cellhost_node::wrap::wrapper(s.strip_prefix(WRAPPED)?).map(str::to_string)
+  let name = s.strip_prefix(WRAPPED)?;
+  if name == "module" {
+    return Some(cellhost_node::stub::module_source(MODULES, |m| {
+      matches!(m, "fs" | "fs/promises").then(|| format!("node:cellhost/{m}"))
+    }));
+  }
+  cellhost_node::wrap::wrapper(name).map(str::to_string)
 }
 
 /// The module a Worker's import names, if it names a Node.js built-in:
@@ -93,7 +164,13 @@ pub fn resolve(
   }
   let (name, prefixed) = match specifier.strip_prefix("node:") {
     Some(name) => (name, true),
-    None if compat != NodeCompat::Off && MODULES.contains(&specifier) => (specifier, false),
+    None
+      if compat != NodeCompat::Off
+        && MODULES.contains(&specifier)
+        && !PREFIX_ONLY.contains(&specifier) =>
+    {
+      (specifier, false)
+    }
     None => return None,
   };
   // node:fs is workerd's in-memory file system (cellhost_node's own
@@ -104,8 +181,13 @@ pub fn resolve(
       ModuleSpecifier::parse(&format!("node:cellhost/{name}")).expect("valid"),
     ));
   }
+  let gate = GATED.iter().position(|(m, _, _)| *m == name);
+  let gated_off = match (compat, gate) {
+    (NodeCompat::On { stubs, .. }, Some(i)) => stubs & (1 << i) == 0,
+    _ => false,
+  };
   let allowed = match compat {
-    NodeCompat::On { .. } if is_fs => false,
+    NodeCompat::On { .. } if is_fs || gated_off => false,
     NodeCompat::On { .. } => MODULES.contains(&name),
     NodeCompat::AsyncLocalStorage => name == "async_hooks",
     NodeCompat::Off => false,
@@ -120,14 +202,23 @@ pub fn resolve(
     ));
   }
   let why = match compat {
-    NodeCompat::Off => "Node.js built-in modules need the `nodejs_compat` compatibility flag",
+    NodeCompat::Off => {
+      "Node.js built-in modules need the `nodejs_compat` compatibility flag".to_string()
+    }
     NodeCompat::AsyncLocalStorage => {
-      "`nodejs_als` gives only node:async_hooks; `nodejs_compat` gives the rest"
+      "`nodejs_als` gives only node:async_hooks; `nodejs_compat` gives the rest".to_string()
     }
     NodeCompat::On { .. } if is_fs => {
       "node:fs needs a compatibility date from 2025-09-15 or the `enable_nodejs_fs_module` flag"
+        .into()
     }
-    NodeCompat::On { .. } => "this Node.js module is not supported by workerd or cellhost",
+    NodeCompat::On { .. } if gated_off => {
+      let (m, stem, since) = GATED[gate.expect("gated")];
+      format!(
+        "node:{m} needs a compatibility date from {since} or the `enable_nodejs_{stem}_module` flag"
+      )
+    }
+    NodeCompat::On { .. } => "this Node.js module is not supported by workerd or cellhost".into(),
   };
   let shown = if prefixed {
     specifier.to_string()
@@ -148,6 +239,7 @@ mod tests {
     let on = NodeCompat::On {
       populate_env: false,
       fs: true,
+      stubs: ALL_STUBS,
     };
     let resolve = |s: &str, c| resolve(s, "file:///w.js", c);
     assert_eq!(
@@ -174,8 +266,28 @@ mod tests {
     );
     assert!(resolve("lodash", on).is_none());
     assert!(resolve("path", NodeCompat::Off).is_none());
-    let e = resolve("node:child_process", on).unwrap().unwrap_err();
-    assert!(e.to_string().contains("node:child_process"), "{e}");
+    let e = resolve("node:sea", on).unwrap().unwrap_err();
+    assert!(e.to_string().contains("node:sea"), "{e}");
+    assert_eq!(
+      resolve("node:child_process", on).unwrap().unwrap().as_str(),
+      "cellhost-node:child_process"
+    );
+    assert_eq!(
+      resolve("node:test", on).unwrap().unwrap().as_str(),
+      "cellhost-node:test"
+    );
+    assert!(resolve("test", on).is_none());
+    let early = NodeCompat::On {
+      populate_env: false,
+      fs: true,
+      stubs: stubs(Some("2025-11-01"), &["enable_nodejs_tty_module".into()]),
+    };
+    assert!(resolve("node:vm", early).unwrap().is_ok());
+    assert!(resolve("node:tty", early).unwrap().is_ok());
+    let e = resolve("node:v8", early).unwrap().unwrap_err();
+    assert!(e.to_string().contains("enable_nodejs_v8_module"), "{e}");
+    assert!(is_stub_flag("disable_nodejs_v8_module"));
+    assert!(!is_stub_flag("enable_nodejs_fs_module"));
     let e = resolve("node:buffer", NodeCompat::Off)
       .unwrap()
       .unwrap_err();

@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use deno_core::{Extension, OpDecl, v8};
 
 pub mod bundle;
+pub mod stub;
 #[cfg(feature = "build")]
 pub mod transpile;
 pub mod wrap;
@@ -105,6 +106,8 @@ deno_core::extension!(
     // runtime/host/src/node.rs; a Worker cannot name these).
     "node:cellhost/fs" = "fs/node_fs.js",
     "node:cellhost/fs/promises" = "fs/node_fs_promises.js",
+    // What the stub modules (src/stub.rs) need of deno_node's internals.
+    "node:cellhost/internals" = "stub/_internals.js",
     "fs/vfs.js",
     "fs/callback.js",
     "fs/core.js",

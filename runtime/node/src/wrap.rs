@@ -55,7 +55,10 @@ pub const WRAPPERS: &[(&str, &str)] = &[
   ("util/types", include_str!("../js/wrap/util_types.js")),
 ];
 
-/// The wrapper of `node:<name>`, if it has one.
+/// The wrapper of `node:<name>`, if it has one (a stub's source counts:
+/// `crate::stub`).
 pub fn wrapper(name: &str) -> Option<&'static str> {
-  WRAPPERS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+  (WRAPPERS.iter().chain(crate::stub::STUBS))
+    .find(|(n, _)| *n == name)
+    .map(|(_, s)| *s)
 }
