@@ -32,6 +32,7 @@ import * as timers from "ext:cellhost/05_timers.js";
 import { kOwner } from "ext:cellhost/01_keys.js";
 import { currentEvent, spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
+import * as scope from "ext:cellhost/08_workers_scope.js";
 import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
 import * as cacheApi from "ext:cellhost_cache/cache.js";
 import { install as installCrypto } from "ext:cellhost_crypto/crypto.js";
@@ -88,12 +89,8 @@ const console = new consoleMod.Console((msg, level) =>
   core.ops.op_cellhost_log(level, msg)
 );
 
-const navigator = {};
-ObjectDefineProperties(navigator, {
-  userAgent: { value: "Cloudflare-Workers", enumerable: true },
-  language: { value: "en", enumerable: true },
-  hardwareConcurrency: { value: 1, enumerable: true },
-});
+ObjectDefineProperty(console, "context", core.propWritable(scope.consoleContext(console)));
+const navigator = scope.navigator;
 
 ObjectDefineProperties(globalThis, {
   AbortController: core.propNonEnumerable(abortSignal.AbortController),
@@ -174,6 +171,8 @@ ObjectDefineProperties(globalThis, {
   IdentityTransformStream: core.propNonEnumerable(workersGlobals.IdentityTransformStream),
   FixedLengthStream: core.propNonEnumerable(workersGlobals.FixedLengthStream),
   navigator: core.propGetterOnly(() => navigator),
+  Navigator: core.propNonEnumerable(scope.Navigator),
+  origin: { value: "null", enumerable: true, configurable: true },
   self: core.propGetterOnly(() => globalThis),
   caches: core.propGetterOnly(() => cacheApi.caches),
   Cache: core.propNonEnumerable(cacheApi.Cache),
@@ -214,6 +213,7 @@ ObjectDefineProperties(globalThis, {
 const dateNow = Date.now;
 // workerd reports time only at I/O boundaries and anchors performance at the
 // Unix epoch (timeOrigin 0, now() == Date.now()); do the same.
+scope.addPerformanceExtras(performance.Performance);
 ObjectDefineProperties(performance.performance, {
   timeOrigin: { get: () => 0, configurable: true, enumerable: true },
   now: { value: () => dateNow(), configurable: true, writable: true },

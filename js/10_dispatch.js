@@ -10,7 +10,8 @@ import {
 } from "ext:cellhost/20_workers_module.js";
 import {
   callFetch,
-  ExecutionContext,
+  newContext,
+  unlessAborted,
   remoteServiceStub,
   serveCall,
   serviceStub,
@@ -24,6 +25,7 @@ import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
+import { cloudflareGlobal } from "ext:cellhost/08_workers_scope.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
@@ -117,6 +119,12 @@ let config = null;
 // bindings exist from then on (`import { env } from "cloudflare:workers"`).
 export function prepare(configJson) {
   config = JSONParse(configJson);
+  ObjectDefineProperty(globalThis, "Cloudflare", {
+    value: cloudflareGlobal(config.compatibilityFlags),
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
   setIsolate(config.isolate);
   setSubrequestLimit(config.maxSubrequests);
   for (let i = 0; i < config.durableObjects.length; i++) {
@@ -264,8 +272,7 @@ ObjectDefineProperty(requestMod.Request.prototype, "cf", {
   configurable: true,
 });
 
-function callHandler(request) {
-  const ctx = new ExecutionContext();
+function callHandler(request, ctx) {
   switch (worker.kind) {
     case "object": {
       if (typeof worker.handler.fetch !== "function") {
@@ -340,8 +347,7 @@ class ScheduledEvent extends event.Event {
 }
 globalThis.ScheduledEvent = ScheduledEvent;
 
-function callScheduled(controller) {
-  const ctx = new ExecutionContext();
+function callScheduled(controller, ctx) {
   const missing = () => new Error("Handler does not export a scheduled() function.");
   switch (worker.kind) {
     case "object":
@@ -364,7 +370,8 @@ const TEXT = [["content-type", "text/plain;charset=UTF-8"]];
 async function runScheduled(job) {
   const controller = new ScheduledController(Number(job.url), job.method);
   try {
-    await withBudget(() => callScheduled(controller));
+    const ctx = newContext();
+    await withBudget(() => unlessAborted(ctx, callScheduled(controller, ctx)));
     op_cellhost_respond_text(job.id, 200, TEXT, "ok");
   } catch (e) {
     log(3, `Uncaught ${errorText(e)}\n`);
@@ -372,8 +379,7 @@ async function runScheduled(job) {
   }
 }
 
-function callQueue(batch) {
-  const ctx = new ExecutionContext();
+function callQueue(batch, ctx) {
   const missing = () => new Error("Handler does not export a queue() function.");
   switch (worker.kind) {
     case "object":
@@ -401,7 +407,8 @@ async function runQueue(job) {
     return;
   }
   try {
-    await withBudget(() => callQueue(batch));
+    const ctx = newContext();
+    await withBudget(() => unlessAborted(ctx, callQueue(batch, ctx)));
     result.ok = true;
   } catch (e) {
     log(3, `Uncaught ${errorText(e)}\n`);
@@ -461,7 +468,8 @@ async function handle(job) {
   const id = job.id;
   let response;
   try {
-    response = await withBudget(() => callHandler(makeRequest(job)));
+    const ctx = newContext();
+    response = await withBudget(() => unlessAborted(ctx, callHandler(makeRequest(job), ctx)));
   } catch (e) {
     log(3, `Uncaught ${errorText(e)}\n`);
     if (!refusedElsewhere(id, e)) op_cellhost_respond_error(id, errorText(e));

@@ -19,6 +19,7 @@ import {
 import { DurableObject, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { spendSubrequest, withBudget } from "ext:cellhost/06_budget.js";
 import { KEY } from "ext:cellhost/01_keys.js";
+import { tag, tracing } from "ext:cellhost/08_workers_scope.js";
 
 const {
   ArrayPrototypePush,
@@ -26,6 +27,9 @@ const {
   JSONStringify,
   ObjectKeys,
   ObjectPrototypeIsPrototypeOf,
+  Promise,
+  PromisePrototypeThen,
+  PromiseRace,
   Proxy,
   ReflectGet,
   ReflectHas,
@@ -48,22 +52,58 @@ export function ctxExports() {
   return loopback ?? undefined;
 }
 
+const TOKEN = Symbol("internal");
+// Each event's abort: settles the event with the reason (`ctx.abort()`).
+const aborts = new SafeWeakMap();
+
 /** The execution context of one event of the Worker (not of an object). */
 export class ExecutionContext {
-  // Own properties, as on workerd's ctx (`exports` only where the
-  // compatibility date gives it).
-  constructor(props) {
+  // Own properties in workerd's order (`exports` only where the
+  // compatibility date gives it); `cache` and `access` are Cloudflare's
+  // (cache purge, Access identity), which a host has not.
+  constructor(props, token) {
+    if (token !== TOKEN) throw new TypeError("Illegal constructor");
+    this.tracing = tracing;
+    this.access = undefined;
+    this.cache = undefined;
     this.props = props ?? {};
     if (loopback !== null) this.exports = loopback;
+    let reject;
+    const promise = new Promise((_, no) => reject = no);
+    PromisePrototypeThen(promise, undefined, () => {});
+    aborts.set(this, { promise, reject });
   }
   waitUntil(promise) {
     // The isolate outlives the response, so the work keeps running; keep the
     // promise observed so a rejection is logged, not lost.
-    primordials.PromisePrototypeThen(promise, undefined, (e) =>
+    PromisePrototypeThen(promise, undefined, (e) =>
       op_cellhost_log(3, `Uncaught (in waitUntil) ${e?.stack ?? e}\n`)
     );
   }
   passThroughOnException() {}
+  mapVirtualHost(fetcher) {
+    throw new TypeError(
+      fetcher === undefined || fetcher === null || typeof fetcher !== "object"
+        ? "Failed to execute 'mapVirtualHost' on 'ExecutionContext': parameter 1 is not of type 'Fetcher'."
+        : "ctx.mapVirtualHost() is not supported by cellhost yet",
+    );
+  }
+  /** Ends the event with `reason`, whatever its handler goes on to do. */
+  abort(reason) {
+    aborts.get(this)?.reject(reason);
+  }
+}
+tag(ExecutionContext.prototype, "ExecutionContext");
+
+/** A new event's context (`props`: ctx.props). */
+export function newContext(props) {
+  return new ExecutionContext(props, TOKEN);
+}
+
+/** What the event's handler returns (`result`), unless `ctx.abort()` ends
+ * the event first. */
+export function unlessAborted(ctx, result) {
+  return PromiseRace([aborts.get(ctx).promise, result]);
 }
 
 const BUILTIN_ERRORS = {
@@ -114,10 +154,10 @@ function serialize(v) {
 function invoke(name, props, fn) {
   return withBudget(async () => {
     const entry = entrypoints.get(name);
-    const ctx = new ExecutionContext(props);
+    const ctx = newContext(props);
     try {
       const target = entry.cls !== undefined ? new entry.cls(ctx, workerEnv) : entry.handler;
-      return await fn(target, ctx);
+      return await unlessAborted(ctx, fn(target, ctx));
     } catch (e) {
       throw remoteCopy(e);
     }

@@ -254,8 +254,7 @@ pub(crate) fn assets(
   dir: &Path,
   section: &AssetsSection,
   has_worker: bool,
-  date: Option<&str>,
-  flags: &[String],
+  compat: &cellhost_compat::Resolved,
 ) -> anyhow::Result<cellhost_assets::Assets> {
   use cellhost_assets::{AssetsConfig, HtmlHandling, NotFound, RunWorkerFirst};
   let at = |what: String| anyhow::anyhow!("{}: assets.{what}", file.display());
@@ -314,9 +313,7 @@ pub(crate) fn assets(
       file.display()
     );
   }
-  let flag = |f: &str| flags.iter().any(|x| x == f);
-  let navigation_prefers_assets = !flag("assets_navigation_has_no_effect")
-    && (flag("assets_navigation_prefers_asset_serving") || date.is_some_and(|d| d >= "2025-04-01"));
+  let navigation_prefers_assets = compat.on("assets_navigation_prefers_asset_serving");
   let (assets, warnings) = cellhost_assets::Assets::load(AssetsConfig {
     directory: dir.join(directory),
     html_handling,

@@ -225,11 +225,9 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       file.display()
     );
   }
-  crate::flags::check(
-    &file,
-    cfg.compatibility_date.as_deref(),
-    &cfg.compatibility_flags,
-  );
+  let compat =
+    cellhost_compat::resolve(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  crate::flags::check(&file, &compat, &cfg.compatibility_flags);
   let name = cfg.name.unwrap_or_else(|| "worker".into());
   let dos = namespaces(&file, &name, &cfg.durable_objects, &cfg.migrations)?;
   let mut env = cfg.vars;
@@ -242,11 +240,9 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
   }
   let rules = module_rules(&file, &cfg.rules)?;
   let mut worker = spec(name, main, env, dos, data_dir)?;
-  worker.spec.eval_during_startup =
-    eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  worker.spec.eval_during_startup = compat.on("allow_eval_during_startup");
   worker.spec.rules = rules;
-  worker.spec.node =
-    crate::flags::node_compat(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  worker.spec.node = crate::flags::node_compat(&compat);
   worker.spec.services = services(&file, &worker.name, &cfg.services)?;
   if let Some(q) = &cfg.queues {
     worker.spec.queue_producers = q
@@ -287,17 +283,10 @@ fn from_dir(dir: &Path, data_dir: &Path) -> anyhow::Result<Worker> {
       )
     })
     .collect();
-  worker.spec.ctx_exports =
-    crate::flags::ctx_exports(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+  worker.spec.ctx_exports = compat.on("enable_ctx_exports");
+  worker.spec.compat = compat.clone();
   if let Some(section) = &cfg.assets {
-    let a = assets(
-      &file,
-      dir,
-      section,
-      has_worker,
-      cfg.compatibility_date.as_deref(),
-      &cfg.compatibility_flags,
-    )?;
+    let a = assets(&file, dir, section, has_worker, &compat)?;
     tracing::info!(
       "assets: {} files from {}",
       a.len(),
@@ -348,16 +337,6 @@ pub(crate) fn parse(file: &Path, text: &str) -> anyhow::Result<WranglerConfig> {
   Ok(cfg)
 }
 
-/// workerd's `allow_eval_during_startup`: on from 2025-06-01 (or by flag),
-/// code generation from strings works while the Worker's top level runs.
-fn eval_during_startup(date: Option<&str>, flags: &[String]) -> bool {
-  let flag = |f: &str| flags.iter().any(|x| x == f);
-  if flag("disallow_eval_during_startup") {
-    return false;
-  }
-  flag("allow_eval_during_startup") || date.is_none_or(|d| d >= "2025-06-01")
-}
-
 fn spec(
   name: String,
   main: PathBuf,
@@ -404,6 +383,8 @@ fn spec(
       queue_producers: Vec::new(),
       queues: None,
       ctx_exports: true,
+      // A bare file gets today's behaviour, without Node.js (`node` above).
+      compat: cellhost_compat::resolve(None, &["no_nodejs_compat".into()]),
       generation: None,
     },
   })
@@ -516,7 +497,9 @@ mod tests {
       crate::keys::check(file, &cfg.other)?;
       let name = cfg.name.clone().unwrap_or_else(|| "worker".into());
       let dos = namespaces(file, &name, &cfg.durable_objects, &cfg.migrations)?;
-      let eval = eval_during_startup(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags);
+      let eval =
+        cellhost_compat::resolve(cfg.compatibility_date.as_deref(), &cfg.compatibility_flags)
+          .on("allow_eval_during_startup");
       // What the Worker gets, as one comparable value.
       Ok(json!({
         "name": cfg.name, "main": cfg.main, "date": cfg.compatibility_date,

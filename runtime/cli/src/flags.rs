@@ -13,127 +13,92 @@ enum Support {
   Missing(&'static str),
 }
 
-/// (flag, the compatibility date from which it is on without being named,
-/// support). Flags that only turn a default off are listed with no date.
-const FLAGS: &[(&str, Option<&str>, Support)] = &[
-  (
-    "allow_eval_during_startup",
-    Some("2025-06-01"),
-    Support::Honoured,
-  ),
-  ("disallow_eval_during_startup", None, Support::Honoured),
-  ("nodejs_compat", Some("2026-08-04"), Support::Honoured),
-  ("nodejs_compat_v2", Some("2026-08-04"), Support::Honoured),
-  ("nodejs_als", None, Support::Honoured),
-  (
-    "enable_nodejs_fs_module",
-    Some("2025-09-15"),
-    Support::Honoured,
-  ),
-  ("disable_nodejs_fs_module", None, Support::Honoured),
-  (
-    "nodejs_compat_populate_process_env",
-    Some("2025-04-01"),
-    Support::Honoured,
-  ),
+/// (flag, support) for the flags whose behaviour cellhost knows it has or
+/// lacks; their dates and implications are `cellhost_compat`'s.
+const FLAGS: &[(&str, Support)] = &[
+  ("allow_eval_during_startup", Support::Honoured),
+  ("disallow_eval_during_startup", Support::Honoured),
+  ("nodejs_compat", Support::Honoured),
+  ("nodejs_compat_v2", Support::Honoured),
+  ("nodejs_als", Support::Honoured),
+  ("enable_nodejs_fs_module", Support::Honoured),
+  ("disable_nodejs_fs_module", Support::Honoured),
+  ("nodejs_compat_populate_process_env", Support::Honoured),
   (
     "nodejs_compat_do_not_populate_process_env",
-    None,
     Support::Honoured,
   ),
-  ("no_nodejs_compat", None, Support::Always),
-  ("no_nodejs_compat_v2", None, Support::Always),
-  (
-    "assets_navigation_prefers_asset_serving",
-    Some("2025-04-01"),
-    Support::Honoured,
-  ),
-  ("assets_navigation_has_no_effect", None, Support::Honoured),
-  ("enable_ctx_exports", Some("2025-11-17"), Support::Honoured),
-  ("disable_ctx_exports", None, Support::Honoured),
-  ("js_rpc", None, Support::Always),
-  ("rpc", None, Support::Always),
+  ("no_nodejs_compat", Support::Honoured),
+  ("no_nodejs_compat_v2", Support::Honoured),
+  ("assets_navigation_prefers_asset_serving", Support::Honoured),
+  ("assets_navigation_has_no_effect", Support::Honoured),
+  ("enable_ctx_exports", Support::Honoured),
+  ("disable_ctx_exports", Support::Honoured),
+  ("js_rpc", Support::Always),
+  ("rpc", Support::Always),
   (
     "fetcher_has_get_put_delete",
-    None,
     Support::Missing("get/put/delete on service bindings"),
   ),
-  (
-    "delete_all_deletes_alarm",
-    Some("2026-02-24"),
-    Support::Always,
-  ),
+  ("delete_all_deletes_alarm", Support::Always),
   (
     "experimental",
-    None,
     Support::Missing("workerd's experimental APIs"),
   ),
 ];
 
 /// Warns about every named or date-implied flag whose behaviour cellhost
-/// lacks, and about flags it does not know.
-pub fn check(file: &std::path::Path, date: Option<&str>, named: &[String]) {
+/// lacks, about workerd flags it does not read, and about flags workerd
+/// does not know.
+pub fn check(file: &std::path::Path, compat: &cellhost_compat::Resolved, named: &[String]) {
   for flag in named {
-    match FLAGS.iter().find(|(f, _, _)| f == flag) {
-      Some((_, _, Support::Missing(what))) => tracing::warn!(
+    // A flag that gates a Node.js module, named on either side.
+    let gated = cellhost_compat::find(flag)
+      .is_some_and(|(f, _)| cellhost_host::node::GATED.iter().any(|(_, g)| *g == f.name));
+    match FLAGS.iter().find(|(f, _)| f == flag) {
+      Some((_, Support::Missing(what))) => tracing::warn!(
         "{}: compatibility flag `{flag}`: {what} not supported by cellhost yet",
         file.display()
       ),
       Some(_) => {}
-      None if cellhost_host::node::is_stub_flag(flag) => {}
+      None if gated => {}
+      None if cellhost_compat::find(flag).is_some() => tracing::warn!(
+        "{}: compatibility flag `{flag}` is workerd's, but cellhost does not read it: \
+         it shows in Cloudflare.compatibilityFlags, and the behaviour stays cellhost's own",
+        file.display()
+      ),
       None => tracing::warn!(
-        "{}: unknown compatibility flag `{flag}` is ignored",
+        "{}: unknown compatibility flag `{flag}` is ignored (workerd has no such flag)",
         file.display()
       ),
     }
   }
-  let Some(date) = date else { return };
-  for (flag, since, support) in FLAGS {
-    if let (Some(since), Support::Missing(what)) = (since, support)
-      && date >= *since
-      && !named
-        .iter()
-        .any(|n| n == flag || n == &format!("no_{flag}"))
+  for (flag, support) in FLAGS {
+    if let Support::Missing(what) = support
+      && compat.on(flag)
+      && !named.iter().any(|n| n == flag)
     {
       tracing::warn!(
-        "{}: compatibility date {date} turns on `{flag}`: {what} not supported by cellhost yet",
+        "{}: the compatibility date turns on `{flag}`: {what} not supported by cellhost yet",
         file.display()
       );
     }
   }
 }
 
-/// `ctx.exports`: from 2025-11-17 or by `enable_ctx_exports` (a Worker
-/// given as a bare file, with no config, gets today's behaviour).
-pub fn ctx_exports(date: Option<&str>, flags: &[String]) -> bool {
-  let flag = |f: &str| flags.iter().any(|x| x == f);
-  !flag("disable_ctx_exports")
-    && (flag("enable_ctx_exports") || date.is_none_or(|d| d >= "2025-11-17"))
-}
-
 /// Node.js compatibility: `nodejs_compat` (or `_v2`, or a date from
 /// 2026-08-04) gives the modules and globals, `nodejs_als` only
-/// `node:async_hooks`; `process.env` holds the text bindings from
-/// 2025-04-01 or by flag.
-pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeCompat {
+/// `node:async_hooks`; `process.env` holds the text bindings, node:fs and
+/// the gated modules are there as the flags and the date say.
+pub fn node_compat(compat: &cellhost_compat::Resolved) -> cellhost_host::NodeCompat {
   use cellhost_host::NodeCompat;
-  let flag = |f: &str| flags.iter().any(|x| x == f);
-  let since = |d: &str| date.is_some_and(|x| x >= d);
-  let on = (flag("nodejs_compat") || flag("nodejs_compat_v2") || since("2026-08-04"))
-    && !flag("no_nodejs_compat");
-  if on {
-    let populate_env = (flag("nodejs_compat_populate_process_env") || since("2025-04-01"))
-      && !flag("nodejs_compat_do_not_populate_process_env");
-    // workerd's node:fs from 2025-09-15 (enable_nodejs_fs_module).
-    let fs =
-      (flag("enable_nodejs_fs_module") || since("2025-09-15")) && !flag("disable_nodejs_fs_module");
-    let stubs = cellhost_host::node::stubs(date, flags);
+  if compat.on("nodejs_compat") || compat.on("nodejs_compat_v2") {
     NodeCompat::On {
-      populate_env,
-      fs,
-      stubs,
+      populate_env: compat.on("nodejs_compat_populate_process_env"),
+      fs: compat.on("enable_nodejs_fs_module"),
+      gated: cellhost_host::node::gated(compat),
     }
-  } else if flag("nodejs_als") {
+  } else if compat.on("nodejs_als") {
     NodeCompat::AsyncLocalStorage
   } else {
     NodeCompat::Off
@@ -143,7 +108,7 @@ pub fn node_compat(date: Option<&str>, flags: &[String]) -> cellhost_host::NodeC
 #[cfg(test)]
 mod tests {
   use cellhost_host::NodeCompat;
-  use cellhost_host::node::ALL_STUBS;
+  use cellhost_host::node::ALL_GATED;
 
   fn flags(f: &[&str]) -> Vec<String> {
     f.iter().map(|s| s.to_string()).collect()
@@ -151,14 +116,14 @@ mod tests {
 
   #[test]
   fn node_compat_by_flag_and_date() {
-    let nc = super::node_compat;
+    let nc = |date, named: &[String]| super::node_compat(&cellhost_compat::resolve(date, named));
     assert_eq!(nc(Some("2024-01-01"), &flags(&[])), NodeCompat::Off);
     assert_eq!(
       nc(Some("2024-01-01"), &flags(&["nodejs_compat"])),
       NodeCompat::On {
         populate_env: false,
         fs: false,
-        stubs: 0
+        gated: 0
       }
     );
     assert_eq!(
@@ -166,7 +131,7 @@ mod tests {
       NodeCompat::On {
         populate_env: true,
         fs: false,
-        stubs: 0
+        gated: 0
       }
     );
     assert_eq!(
@@ -177,7 +142,7 @@ mod tests {
       NodeCompat::On {
         populate_env: false,
         fs: true,
-        stubs: ALL_STUBS
+        gated: ALL_GATED
       }
     );
     assert_eq!(
@@ -185,7 +150,7 @@ mod tests {
       NodeCompat::On {
         populate_env: true,
         fs: false,
-        stubs: ALL_STUBS
+        gated: ALL_GATED
       }
     );
     assert_eq!(
@@ -196,15 +161,28 @@ mod tests {
       NodeCompat::On {
         populate_env: false,
         fs: true,
-        stubs: 0
+        gated: 0
+      }
+    );
+    // As on workerd: nodejs_compat_v2 (on by date) keeps the modules that
+    // need no other flag; only both `no_` flags take Node.js away.
+    assert_eq!(
+      nc(Some("2026-09-01"), &flags(&["no_nodejs_compat"])),
+      NodeCompat::On {
+        populate_env: false,
+        fs: false,
+        gated: 0
       }
     );
     assert_eq!(
-      nc(Some("2026-09-01"), &flags(&["no_nodejs_compat"])),
+      nc(
+        Some("2026-09-01"),
+        &flags(&["no_nodejs_compat", "no_nodejs_compat_v2"])
+      ),
       NodeCompat::Off
     );
     assert_eq!(
-      nc(None, &flags(&["nodejs_als"])),
+      nc(Some("2025-01-01"), &flags(&["nodejs_als"])),
       NodeCompat::AsyncLocalStorage
     );
   }

@@ -394,6 +394,7 @@ async fn boot(
     "r2Buckets": spec.r2_buckets.iter().flat_map(|b| b.0.keys()).collect::<Vec<_>>(),
     "queueProducers": spec.queue_producers,
     "ctxExports": spec.ctx_exports,
+    "compatibilityFlags": spec.compat.iter().collect::<Vec<_>>(),
     "nodeFs": matches!(spec.node, crate::NodeCompat::On { fs: true, .. }),
     "durableObjects": spec.durable_objects.iter().map(|d| serde_json::json!({
       "binding": d.binding,

@@ -89,6 +89,9 @@ pub struct WorkerSpec {
   pub peers: Option<cellhost_ext::Peers>,
   /// `ctx.exports` (on from 2025-11-17, or by `enable_ctx_exports`).
   pub ctx_exports: bool,
+  /// workerd's compatibility flags as the date and the named flags set
+  /// them (`Cloudflare.compatibilityFlags`).
+  pub compat: cellhost_compat::Resolved,
   /// `cellhost node`: the deployed version this pool serves, so a later
   /// version's pool can take its cells over in the same process.
   pub generation: Option<Generation>,
@@ -132,12 +135,12 @@ pub enum NodeCompat {
   AsyncLocalStorage,
   /// `nodejs_compat`: the modules and globals; `process.env` holds the
   /// Worker's text bindings when `populate_env`; `fs`: node:fs (workerd's
-  /// in-memory one) is there; `stubs`: which of the stub modules workerd
-  /// gates by date or flag are there (a bit per `node::GATED` entry).
+  /// in-memory one) is there; `gated`: which of the modules workerd gates
+  /// by date or flag are there (a bit per `node::GATED` entry).
   On {
     populate_env: bool,
     fs: bool,
-    stubs: u32,
+    gated: u32,
   },
 }
 

@@ -72,46 +72,44 @@ pub const MODULES: &[&str] = &[
 /// bare `test` or `sqlite` is a package).
 const PREFIX_ONLY: &[&str] = &["sqlite", "test"];
 
-/// Stub modules workerd gives with `nodejs_compat` only from a date, or by
-/// their `enable_nodejs_<stem>_module` flag (`disable_…` takes them away):
-/// (module, flag stem, date). A bit of `NodeCompat::On::stubs` each.
-pub const GATED: &[(&str, &str, &str)] = &[
-  ("http2", "http2", "2025-09-01"),
-  ("vm", "vm", "2025-10-01"),
-  ("cluster", "cluster", "2025-12-04"),
-  ("domain", "domain", "2025-12-04"),
-  ("trace_events", "trace_events", "2025-12-04"),
-  ("wasi", "wasi", "2025-12-04"),
-  ("dgram", "dgram", "2026-01-29"),
-  ("inspector", "inspector", "2026-01-29"),
-  ("inspector/promises", "inspector", "2026-01-29"),
-  ("sqlite", "sqlite", "2026-01-29"),
-  ("child_process", "child_process", "2026-03-17"),
-  ("repl", "repl", "2026-03-17"),
-  ("tty", "tty", "2026-03-17"),
-  ("v8", "v8", "2026-03-17"),
+/// Modules workerd gives with `nodejs_compat` only from a date, or by
+/// their `enable_nodejs_<name>_module` flag (`disable_…` takes them away;
+/// `cellhost_compat` knows the dates): (module, flag). A bit of
+/// `NodeCompat::On::gated` each.
+pub const GATED: &[(&str, &str)] = &[
+  ("http", "enable_nodejs_http_modules"),
+  ("https", "enable_nodejs_http_modules"),
+  ("os", "enable_nodejs_os_module"),
+  ("console", "enable_nodejs_console_module"),
+  ("punycode", "enable_nodejs_punycode_module"),
+  ("perf_hooks", "enable_nodejs_perf_hooks_module"),
+  ("readline", "enable_nodejs_readline_module"),
+  ("readline/promises", "enable_nodejs_readline_module"),
+  ("worker_threads", "enable_nodejs_worker_threads_module"),
+  ("http2", "enable_nodejs_http2_module"),
+  ("vm", "enable_nodejs_vm_module"),
+  ("cluster", "enable_nodejs_cluster_module"),
+  ("domain", "enable_nodejs_domain_module"),
+  ("trace_events", "enable_nodejs_trace_events_module"),
+  ("wasi", "enable_nodejs_wasi_module"),
+  ("dgram", "enable_nodejs_dgram_module"),
+  ("inspector", "enable_nodejs_inspector_module"),
+  ("inspector/promises", "enable_nodejs_inspector_module"),
+  ("sqlite", "enable_nodejs_sqlite_module"),
+  ("child_process", "enable_nodejs_child_process_module"),
+  ("repl", "enable_nodejs_repl_module"),
+  ("tty", "enable_nodejs_tty_module"),
+  ("v8", "enable_nodejs_v8_module"),
 ];
 
-/// Every gated stub module there.
-pub const ALL_STUBS: u32 = (1 << GATED.len()) - 1;
+/// Every gated module there.
+pub const ALL_GATED: u32 = (1 << GATED.len()) - 1;
 
-/// The stub modules a compatibility date and flags give (`GATED`).
-pub fn stubs(date: Option<&str>, flags: &[String]) -> u32 {
-  let flag = |f: String| flags.contains(&f);
+/// The gated modules the compatibility flags give (`GATED`).
+pub fn gated(compat: &cellhost_compat::Resolved) -> u32 {
   (GATED.iter().enumerate())
-    .filter(|(_, (_, stem, since))| {
-      (flag(format!("enable_nodejs_{stem}_module")) || date.is_some_and(|d| d >= *since))
-        && !flag(format!("disable_nodejs_{stem}_module"))
-    })
+    .filter(|(_, (_, flag))| compat.on(flag))
     .fold(0, |set, (i, _)| set | 1 << i)
-}
-
-/// Whether `flag` turns a gated stub module on or off.
-pub fn is_stub_flag(flag: &str) -> bool {
-  let stem = (flag.strip_prefix("enable_nodejs_"))
-    .or_else(|| flag.strip_prefix("disable_nodejs_"))
-    .and_then(|f| f.strip_suffix("_module"));
-  stem.is_some_and(|s| GATED.iter().any(|(_, g, _)| *g == s))
 }
 
 /// The scheme of a module served with workerd's export names
@@ -181,9 +179,9 @@ pub fn resolve(
       ModuleSpecifier::parse(&format!("node:cellhost/{name}")).expect("valid"),
     ));
   }
-  let gate = GATED.iter().position(|(m, _, _)| *m == name);
+  let gate = GATED.iter().position(|(m, _)| *m == name);
   let gated_off = match (compat, gate) {
-    (NodeCompat::On { stubs, .. }, Some(i)) => stubs & (1 << i) == 0,
+    (NodeCompat::On { gated, .. }, Some(i)) => gated & (1 << i) == 0,
     _ => false,
   };
   let allowed = match compat {
@@ -213,10 +211,9 @@ pub fn resolve(
         .into()
     }
     NodeCompat::On { .. } if gated_off => {
-      let (m, stem, since) = GATED[gate.expect("gated")];
-      format!(
-        "node:{m} needs a compatibility date from {since} or the `enable_nodejs_{stem}_module` flag"
-      )
+      let (m, flag) = GATED[gate.expect("gated")];
+      let since = cellhost_compat::since(flag).unwrap_or("?");
+      format!("node:{m} needs a compatibility date from {since} or the `{flag}` flag")
     }
     NodeCompat::On { .. } => "this Node.js module is not supported by workerd or cellhost".into(),
   };
@@ -239,7 +236,7 @@ mod tests {
     let on = NodeCompat::On {
       populate_env: false,
       fs: true,
-      stubs: ALL_STUBS,
+      gated: ALL_GATED,
     };
     let resolve = |s: &str, c| resolve(s, "file:///w.js", c);
     assert_eq!(
@@ -280,14 +277,28 @@ mod tests {
     let early = NodeCompat::On {
       populate_env: false,
       fs: true,
-      stubs: stubs(Some("2025-11-01"), &["enable_nodejs_tty_module".into()]),
+      gated: gated(&cellhost_compat::resolve(
+        Some("2025-11-01"),
+        &["nodejs_compat".into(), "enable_nodejs_tty_module".into()],
+      )),
     };
     assert!(resolve("node:vm", early).unwrap().is_ok());
     assert!(resolve("node:tty", early).unwrap().is_ok());
     let e = resolve("node:v8", early).unwrap().unwrap_err();
     assert!(e.to_string().contains("enable_nodejs_v8_module"), "{e}");
-    assert!(is_stub_flag("disable_nodejs_v8_module"));
-    assert!(!is_stub_flag("enable_nodejs_fs_module"));
+    assert!(e.to_string().contains("from 2026-03-17"), "{e}");
+    // Modules deno_node serves are gated too: node:os from 2025-09-15.
+    assert!(resolve("node:os", early).unwrap().is_ok());
+    let older = NodeCompat::On {
+      populate_env: false,
+      fs: false,
+      gated: gated(&cellhost_compat::resolve(
+        Some("2025-01-01"),
+        &["nodejs_compat".into()],
+      )),
+    };
+    let e = resolve("node:os", older).unwrap().unwrap_err();
+    assert!(e.to_string().contains("`enable_nodejs_os_module`"), "{e}");
     let e = resolve("node:buffer", NodeCompat::Off)
       .unwrap()
       .unwrap_err();
