@@ -172,6 +172,11 @@ ObjectDefineProperties(globalThis, {
   FixedLengthStream: core.propNonEnumerable(workersGlobals.FixedLengthStream),
   navigator: core.propGetterOnly(() => navigator),
   Navigator: core.propNonEnumerable(scope.Navigator),
+  WorkerGlobalScope: core.propNonEnumerable(scope.WorkerGlobalScope),
+  ExtendableEvent: core.propNonEnumerable(scope.ExtendableEvent),
+  TailEvent: core.propNonEnumerable(scope.TailEvent),
+  TraceEvent: core.propNonEnumerable(scope.TraceEvent),
+  Body: core.propNonEnumerable(scope.Body),
   origin: { value: "null", enumerable: true, configurable: true },
   self: core.propGetterOnly(() => globalThis),
   caches: core.propGetterOnly(() => cacheApi.caches),
@@ -183,7 +188,7 @@ ObjectDefineProperties(globalThis, {
 
 // globalThis is an EventTarget in Workers (service-worker format uses
 // addEventListener("fetch", ...)).
-class ServiceWorkerGlobalScope extends event.EventTarget {}
+class ServiceWorkerGlobalScope extends scope.WorkerGlobalScope {}
 // EventTarget's methods check Web IDL's brand; the global inherits it.
 ObjectDefineProperty(ServiceWorkerGlobalScope.prototype, webidl.brand, {
   value: webidl.brand,
@@ -214,6 +219,7 @@ const dateNow = Date.now;
 // workerd reports time only at I/O boundaries and anchors performance at the
 // Unix epoch (timeOrigin 0, now() == Date.now()); do the same.
 scope.addPerformanceExtras(performance.Performance);
+scope.bodyParent(request.Request, response.Response);
 ObjectDefineProperties(performance.performance, {
   timeOrigin: { get: () => 0, configurable: true, enumerable: true },
   now: { value: () => dateNow(), configurable: true, writable: true },

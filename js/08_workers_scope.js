@@ -2,7 +2,7 @@
 // `navigator` (a Navigator), `Cloudflare.compatibilityFlags`, `origin`,
 // `console.context()`, the Node.js-flavoured additions to `performance`,
 // and `ctx.tracing` (spans that record nothing: a host has no tracer).
-import { primordials } from "ext:core/mod.js";
+import { core, primordials } from "ext:core/mod.js";
 
 const {
   ArrayPrototypeIncludes,
@@ -12,6 +12,9 @@ const {
   ObjectDefineProperty,
   ObjectFreeze,
   ObjectGetOwnPropertyDescriptor,
+  ObjectSetPrototypeOf,
+  MathCeil,
+  PromiseReject,
   ReflectOwnKeys,
   SymbolToStringTag,
   TypeError,
@@ -247,3 +250,86 @@ tag(Tracing.prototype, "Tracing");
 
 /** The one `ctx.tracing` of every event. */
 export const tracing = new Tracing(TOKEN);
+
+// The event and scope classes workerd names on its global scope. None is
+// constructed by a Worker (illegal constructors); the runtime's events
+// pass `EVENT`.
+const { Event, EventTarget } = core.loadExtScript("ext:deno_web/02_event.js");
+export const EVENT = Symbol("event");
+
+export class ExtendableEvent extends Event {
+  constructor(type, init, token) {
+    if (token !== EVENT) throw illegal();
+    super(type, init);
+  }
+  waitUntil(_promise) {}
+}
+tag(ExtendableEvent.prototype, "ExtendableEvent");
+// Tail and trace Workers' events: no such Workers here.
+export class TailEvent extends ExtendableEvent {
+  constructor() {
+    throw illegal();
+  }
+}
+export class TraceEvent extends ExtendableEvent {
+  constructor() {
+    throw illegal();
+  }
+}
+export class WorkerGlobalScope extends EventTarget {
+  constructor() {
+    throw illegal();
+  }
+}
+ObjectDefineProperty(WorkerGlobalScope.prototype, "EventTarget", {
+  value: EventTarget,
+  writable: true,
+  configurable: true,
+});
+
+/** workerd's `Body`: Request's and Response's common part. Deno's classes
+ * carry the members themselves; this parent gives `instanceof` and the
+ * prototype chain workerd has. */
+export class Body {
+  constructor() {
+    throw illegal();
+  }
+}
+export function bodyParent(Request, Response) {
+  for (const key of ["body", "bodyUsed", "arrayBuffer", "bytes", "text", "json", "formData", "blob"]) {
+    ObjectDefineProperty(Body.prototype, key, ObjectGetOwnPropertyDescriptor(Response.prototype, key));
+  }
+  ObjectSetPrototypeOf(Request.prototype, Body.prototype);
+  ObjectSetPrototypeOf(Response.prototype, Body.prototype);
+}
+
+/** Resource timings: a Worker's fetches record none, so there are no
+ * instances; the class is there for feature checks. */
+export function resourceTiming(PerformanceEntry) {
+  class PerformanceResourceTiming extends PerformanceEntry {
+    constructor() {
+      throw illegal();
+    }
+  }
+  tag(PerformanceResourceTiming.prototype, "PerformanceResourceTiming");
+  return PerformanceResourceTiming;
+}
+
+// workerd's ReadableStreamBYOBReader.readAtLeast(minBytes, view): the
+// standard read's `min`, counted in bytes.
+const { ReadableStreamBYOBReader } = core.loadExtScript("ext:deno_web/06_streams.js");
+ObjectDefineProperty(ReadableStreamBYOBReader.prototype, "readAtLeast", {
+  value: function readAtLeast(minBytes, view) {
+    if (minBytes > view?.byteLength) {
+      return PromiseReject(
+        new TypeError(`Minimum bytes to read (${minBytes}) exceeds size of buffer (${view.byteLength}).`),
+      );
+    }
+    const size = view?.BYTES_PER_ELEMENT ?? 1;
+    return this.read(view, { min: MathCeil(minBytes / size) || 1 });
+  },
+  writable: true,
+  enumerable: true,
+  configurable: true,
+});
+ObjectDefineProperty(ReadableStreamBYOBReader.prototype.readAtLeast, "length", { value: 0, configurable: true });

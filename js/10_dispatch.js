@@ -25,7 +25,7 @@ import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
-import { cloudflareGlobal } from "ext:cellhost/08_workers_scope.js";
+import { cloudflareGlobal, EVENT, ExtendableEvent, resourceTiming } from "ext:cellhost/08_workers_scope.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
@@ -56,7 +56,7 @@ const {
   op_do_reply,
 } = core.ops;
 
-const { request: requestMod, response: responseMod, streams, event } =
+const { request: requestMod, response: responseMod, streams } =
   internal;
 const { InnerBody } = core.loadExtScript("ext:deno_fetch/22_body.js");
 const {
@@ -70,13 +70,13 @@ const {
 const ResponsePrototype = responseMod.ResponsePrototype;
 
 // The service-worker format's event.
-class FetchEvent extends event.Event {
+class FetchEvent extends ExtendableEvent {
   #request;
   #respond;
   #responded = false;
   #ctx;
   constructor(type, init) {
-    super(type);
+    super(type, undefined, EVENT);
     this.#request = init.request;
     this.#respond = init.respond;
     this.#ctx = init.ctx;
@@ -125,6 +125,15 @@ export function prepare(configJson) {
     enumerable: true,
     configurable: true,
   });
+  // workerd's performance classes as globals, from 2026-03-17 with
+  // nodejs_compat (enable_global_performance_classes).
+  if (config.compatibilityFlags.some((f) => f[0] === "enable_global_performance_classes" && f[1])) {
+    const perf = core.loadExtScript("ext:deno_web/15_performance.js");
+    for (const name of ["PerformanceEntry", "PerformanceMark", "PerformanceMeasure", "PerformanceObserver", "PerformanceObserverEntryList"]) {
+      ObjectDefineProperty(globalThis, name, core.propNonEnumerable(perf[name]));
+    }
+    ObjectDefineProperty(globalThis, "PerformanceResourceTiming", core.propNonEnumerable(resourceTiming(perf.PerformanceEntry)));
+  }
   setIsolate(config.isolate);
   setSubrequestLimit(config.maxSubrequests);
   for (let i = 0; i < config.durableObjects.length; i++) {
@@ -326,11 +335,11 @@ class ScheduledController {
 }
 
 // The service-worker format's scheduled event.
-class ScheduledEvent extends event.Event {
+class ScheduledEvent extends ExtendableEvent {
   #controller;
   #ctx;
   constructor(controller, ctx) {
-    super("scheduled");
+    super("scheduled", undefined, EVENT);
     this.#controller = controller;
     this.#ctx = ctx;
   }

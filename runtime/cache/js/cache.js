@@ -207,5 +207,6 @@ export class CacheStorage {
 CacheStorage.prototype.has = notImplemented("CacheStorage", "has");
 CacheStorage.prototype.keys = notImplemented("CacheStorage", "keys");
 CacheStorage.prototype.delete = notImplemented("CacheStorage", "delete");
+CacheStorage.prototype.match = notImplemented("CacheStorage", "match");
 
 export const caches = new CacheStorage(kCreate);
