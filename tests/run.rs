@@ -78,7 +78,7 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
     &d,
     "wrangler.toml",
     &format!(
-      "{base}compatibility_flags = [\"fetcher_has_get_put_delete\", \"made_up_flag\"]\n\
+      "{base}compatibility_flags = [\"fetcher_has_get_put_delete\", \"made_up_flag\", \"url_original\"]\n\
        workers_dev = true\nmade_up_key = 1\n[observability]\nenabled = true\n"
     ),
   );
@@ -89,7 +89,8 @@ fn config_keys_cellhost_does_not_act_on_are_never_silent() {
     "`workers_dev` is ignored",
     "`observability` is ignored",
     "unknown key `made_up_key`",
-    "unknown compatibility flag `made_up_flag`",
+    "unknown compatibility flag `made_up_flag` is ignored (workerd has no such flag)",
+    "`url_original` is workerd's, but cellhost does not read it",
     "`fetcher_has_get_put_delete`: get/put/delete on service bindings not supported",
   ] {
     assert!(log.contains(key), "{key}: {log}");
