@@ -68,6 +68,7 @@ function outbound(start) {
 const realFetch = fetchMod.fetch;
 function gatedFetch(input, init) {
   try {
+    workersGlobals.checkRequestInit(init);
     return outbound(() => realFetch(input, init));
   } catch (e) {
     return primordials.PromiseReject(e);

@@ -5,9 +5,13 @@ import { core, primordials } from "ext:core/mod.js";
 import { markSized } from "ext:cellhost_r2/r2.js";
 
 const {
-
+  ArrayPrototypeIncludes,
+  ArrayPrototypeSome,
+  Error,
   ObjectDefineProperty,
   PromiseReject,
+  Proxy,
+  ReflectConstruct,
   RangeError,
   SymbolToStringTag,
   TypeError,
@@ -105,6 +109,47 @@ ObjectDefineProperty(Headers.prototype, "getAll", {
   writable: true,
   configurable: true,
 });
+
+// Request's `cache` option as workerd takes it: refused before 2024-11-11
+// (cache_option_enabled), then only the modes it honours: `no-store`, and
+// `no-cache` from 2025-08-07 (cache_no_cache_enabled). Checked where a
+// Worker constructs a Request and by fetch(); `request.cache` is the mode
+// given. Set by `requestCache` before the Worker's modules run.
+let cacheModes = null; // null: the option is refused.
+function checkInit(init) {
+  if (init === null || typeof init !== "object") return;
+  const mode = init.cache;
+  if (mode === undefined) return;
+  if (cacheModes === null) {
+    throw new Error("The 'cache' field on 'RequestInitializerDict' is not implemented.");
+  }
+  if (!ArrayPrototypeIncludes(cacheModes, `${mode}`)) {
+    throw new TypeError(`Unsupported cache mode: ${mode}`);
+  }
+}
+export { checkInit as checkRequestInit };
+
+/** Installs the cache option's rules for the Worker's flags ([name, on]
+ * pairs) on the global Request, which is returned. */
+export function requestCache(flags, requestMod) {
+  const on = (name) => ArrayPrototypeSome(flags, (f) => f[0] === name && f[1]);
+  if (on("cache_option_enabled")) {
+    cacheModes = on("cache_no_cache_enabled") ? ["no-store", "no-cache"] : ["no-store"];
+    ObjectDefineProperty(requestMod.Request.prototype, "cache", {
+      get() {
+        return requestMod.toInnerRequest(this).cacheMode;
+      },
+      enumerable: true,
+      configurable: true,
+    });
+  }
+  return new Proxy(requestMod.Request, {
+    construct(target, args, newTarget) {
+      checkInit(args[1]);
+      return ReflectConstruct(target, args, newTarget);
+    },
+  });
+}
 
 // `request.cf` of an incoming request: wrangler dev's fallback (Cloudflare
 // adds the real one at its edge; a host has no geolocation of its own).

@@ -24,7 +24,7 @@ import { kTake } from "ext:cellhost/50_websocket.js";
 import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
-import { fallbackCf, fixedLengths } from "ext:cellhost/07_workers_globals.js";
+import { fallbackCf, fixedLengths, requestCache } from "ext:cellhost/07_workers_globals.js";
 import { cloudflareGlobal, EVENT, ExtendableEvent, resourceTiming } from "ext:cellhost/08_workers_scope.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
@@ -123,6 +123,12 @@ export function prepare(configJson) {
     value: cloudflareGlobal(config.compatibilityFlags),
     writable: true,
     enumerable: true,
+    configurable: true,
+  });
+  ObjectDefineProperty(globalThis, "Request", {
+    value: requestCache(config.compatibilityFlags, requestMod),
+    writable: true,
+    enumerable: false,
     configurable: true,
   });
   // workerd's performance classes as globals, from 2026-03-17 with

@@ -1,6 +1,7 @@
 //! `Cloudflare.compatibilityFlags` on cellhost and on workerd, for
 //! compatibility dates across the years and for named enable, disable and
-//! implying flags: the same object, flag for flag. (The `workers_scope`
+//! implying flags: the same object, flag for flag; and what the flags
+//! decide of a behaviour, Request's `cache` option. (The `workers_scope`
 //! fixture compares the rest of the `Cloudflare` global at one date.)
 
 mod support;
@@ -95,6 +96,12 @@ fn compatibility_flags_are_workerds_for_each_date_and_flag() {
     .unwrap();
     let ch = Cellhost::start(&dir, &["--data", &dir.join(".data").to_string_lossy()]);
     let got = get(ch.addr, "/").text();
+    let (want_cache, got_cache) = (get(waddr, "/cache").text(), get(ch.addr, "/cache").text());
+    if want_cache != got_cache {
+      failures.push(format!(
+        "{date} {flags:?}: cache option: workerd {want_cache}, cellhost {got_cache}"
+      ));
+    }
     let parse =
       |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap_or_else(|e| panic!("{e}: {t}"));
     let (w, c) = (parse(&want), parse(&got));
