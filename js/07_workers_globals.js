@@ -6,7 +6,6 @@ import { markSized } from "ext:cellhost_r2/r2.js";
 
 const {
   ArrayPrototypeIncludes,
-  ArrayPrototypeSome,
   Error,
   ObjectDefineProperty,
   PromiseReject,
@@ -129,12 +128,12 @@ function checkInit(init) {
 }
 export { checkInit as checkRequestInit };
 
-/** Installs the cache option's rules for the Worker's flags ([name, on]
- * pairs) on the global Request, which is returned. */
+/** Installs the cache option's rules for the Worker's flags (the object
+ * `Cloudflare.compatibilityFlags` is) on the global Request, which is
+ * returned. */
 export function requestCache(flags, requestMod) {
-  const on = (name) => ArrayPrototypeSome(flags, (f) => f[0] === name && f[1]);
-  if (on("cache_option_enabled")) {
-    cacheModes = on("cache_no_cache_enabled") ? ["no-store", "no-cache"] : ["no-store"];
+  if (flags.cache_option_enabled) {
+    cacheModes = flags.cache_no_cache_enabled ? ["no-store", "no-cache"] : ["no-store"];
     ObjectDefineProperty(requestMod.Request.prototype, "cache", {
       get() {
         return requestMod.toInnerRequest(this).cacheMode;

@@ -20,7 +20,7 @@ const {
   TypeError,
 } = primordials;
 
-const illegal = () => new TypeError("Illegal constructor");
+export const illegal = () => new TypeError("Illegal constructor");
 /** Gives a class's prototype the shape of workerd's (`[object name]`,
  * methods of length 0 as its native ones have, `constructor` last). */
 export function tag(proto, name) {
@@ -75,14 +75,19 @@ export class Cloudflare {
 }
 tag(Cloudflare.prototype, "Cloudflare");
 
-/** The global `Cloudflare`: `compatibilityFlags` holds every workerd flag
- * and whether the Worker's date and flags turn it on ([name, on] pairs, in
- * workerd's order). */
-export function cloudflareGlobal(pairs) {
+/** Every workerd flag and whether the Worker's date and flags turn it on,
+ * from [name, on] pairs in workerd's order: a frozen null-prototype object,
+ * what `Cloudflare.compatibilityFlags` is. */
+export function compatibilityFlags(pairs) {
   const flags = ObjectCreate(null);
   for (let i = 0; i < pairs.length; i++) flags[pairs[i][0]] = pairs[i][1];
+  return ObjectFreeze(flags);
+}
+
+/** The global `Cloudflare` for the Worker's `compatibilityFlags`. */
+export function cloudflareGlobal(flags) {
   const cf = ObjectCreate(Cloudflare.prototype);
-  ObjectDefineProperty(cf, "compatibilityFlags", fixed(ObjectFreeze(flags)));
+  ObjectDefineProperty(cf, "compatibilityFlags", fixed(flags));
   return cf;
 }
 

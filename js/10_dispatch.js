@@ -25,7 +25,13 @@ import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths, requestCache } from "ext:cellhost/07_workers_globals.js";
-import { cloudflareGlobal, EVENT, ExtendableEvent, resourceTiming } from "ext:cellhost/08_workers_scope.js";
+import {
+  cloudflareGlobal,
+  compatibilityFlags,
+  EVENT,
+  ExtendableEvent,
+  resourceTiming,
+} from "ext:cellhost/08_workers_scope.js";
 import { unframedBodies } from "ext:cellhost_html/html_rewriter.js";
 import { assetsBinding } from "ext:cellhost_assets/assets.js";
 import { kvNamespace } from "ext:cellhost_kv/kv.js";
@@ -119,21 +125,22 @@ let config = null;
 // bindings exist from then on (`import { env } from "cloudflare:workers"`).
 export function prepare(configJson) {
   config = JSONParse(configJson);
+  const flags = compatibilityFlags(config.compatibilityFlags);
   ObjectDefineProperty(globalThis, "Cloudflare", {
-    value: cloudflareGlobal(config.compatibilityFlags),
+    value: cloudflareGlobal(flags),
     writable: true,
     enumerable: true,
     configurable: true,
   });
   ObjectDefineProperty(globalThis, "Request", {
-    value: requestCache(config.compatibilityFlags, requestMod),
+    value: requestCache(flags, requestMod),
     writable: true,
     enumerable: false,
     configurable: true,
   });
   // workerd's performance classes as globals, from 2026-03-17 with
   // nodejs_compat (enable_global_performance_classes).
-  if (config.compatibilityFlags.some((f) => f[0] === "enable_global_performance_classes" && f[1])) {
+  if (flags.enable_global_performance_classes) {
     const perf = core.loadExtScript("ext:deno_web/15_performance.js");
     for (const name of ["PerformanceEntry", "PerformanceMark", "PerformanceMeasure", "PerformanceObserver", "PerformanceObserverEntryList"]) {
       ObjectDefineProperty(globalThis, name, core.propNonEnumerable(perf[name]));

@@ -19,7 +19,7 @@ import {
 import { DurableObject, WorkerEntrypoint } from "ext:cellhost/20_workers_module.js";
 import { spendSubrequest, withBudget } from "ext:cellhost/06_budget.js";
 import { KEY } from "ext:cellhost/01_keys.js";
-import { tag, tracing } from "ext:cellhost/08_workers_scope.js";
+import { illegal, tag, tracing } from "ext:cellhost/08_workers_scope.js";
 
 const {
   ArrayPrototypePush,
@@ -62,7 +62,7 @@ export class ExecutionContext {
   // compatibility date gives it); `cache` and `access` are Cloudflare's
   // (cache purge, Access identity), which a host has not.
   constructor(props, token) {
-    if (token !== TOKEN) throw new TypeError("Illegal constructor");
+    if (token !== TOKEN) throw illegal();
     this.tracing = tracing;
     this.access = undefined;
     this.cache = undefined;

@@ -65,13 +65,13 @@ fn compatibility_flags_are_workerds_for_each_date_and_flag() {
     );
   }
   std::fs::write(tmp.join("config.capnp"), cfg).unwrap();
-  let mut workerd = Command::new(repo_root().join("tests/node_modules/.bin/workerd"))
+  let mut workerd = Command::new(workerd_bin())
     .arg("serve")
     .arg(tmp.join("config.capnp"))
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(tmp.join("workerd.log")).unwrap())
     .spawn()
-    .expect("starting workerd (npm ci --prefix tests)");
+    .expect("starting workerd");
   let mut failures = Vec::new();
   for (i, (date, flags)) in CASES.iter().enumerate() {
     let waddr: SocketAddr = ([127, 0, 0, 1], ports[i]).into();

@@ -176,15 +176,6 @@ fn module_kind(p: &Path) -> Option<&'static str> {
   })
 }
 
-fn workerd_bin() -> PathBuf {
-  let p = repo_root().join("tests/node_modules/.bin/workerd");
-  assert!(
-    p.exists(),
-    "workerd is not installed: run `npm ci --prefix tests` (scripts/test.sh does this)"
-  );
-  p
-}
-
 fn is_module(src: &str) -> bool {
   cellhost_host::WorkerSpec::detect_format(src) == cellhost_host::Format::Module
 }

@@ -18,6 +18,16 @@ pub fn repo_root() -> PathBuf {
 
 /// The binary under test: this build's, or `CELLHOST_BIN` (to run the same
 /// tests, the fault lab above all, against another build, e.g. an older one).
+/// The reference runtime, workerd (npm, pinned in tests/package.json).
+pub fn workerd_bin() -> PathBuf {
+  let p = repo_root().join("tests/node_modules/.bin/workerd");
+  assert!(
+    p.exists(),
+    "workerd is not installed: run `npm ci --prefix tests` (scripts/test.sh does this)"
+  );
+  p
+}
+
 pub fn cellhost_bin() -> PathBuf {
   std::env::var_os("CELLHOST_BIN")
     .map(PathBuf::from)

@@ -52,9 +52,9 @@ const FLAGS: &[(&str, Support)] = &[
 /// does not know.
 pub fn check(file: &std::path::Path, compat: &cellhost_compat::Resolved, named: &[String]) {
   for flag in named {
+    let workerds = cellhost_compat::find(flag).map(|(f, _)| f.name);
     // A flag that gates a Node.js module, named on either side.
-    let gated = cellhost_compat::find(flag)
-      .is_some_and(|(f, _)| cellhost_host::node::GATED.iter().any(|(_, g)| *g == f.name));
+    let gated = workerds.is_some_and(|f| cellhost_host::node::GATED.iter().any(|(_, g)| *g == f));
     match FLAGS.iter().find(|(f, _)| f == flag) {
       Some((_, Support::Missing(what))) => tracing::warn!(
         "{}: compatibility flag `{flag}`: {what} not supported by cellhost yet",
@@ -62,7 +62,7 @@ pub fn check(file: &std::path::Path, compat: &cellhost_compat::Resolved, named: 
       ),
       Some(_) => {}
       None if gated => {}
-      None if cellhost_compat::find(flag).is_some() => tracing::warn!(
+      None if workerds.is_some() => tracing::warn!(
         "{}: compatibility flag `{flag}` is workerd's, but cellhost does not read it: \
          it shows in Cloudflare.compatibilityFlags, and the behaviour stays cellhost's own",
         file.display()
