@@ -6,7 +6,7 @@
 import { core, internals, primordials } from "ext:core/mod.js";
 import { op_node_allow_codegen } from "ext:core/ops";
 
-const { Error, ObjectFreeze, SymbolFor } = primordials;
+const { Error, ObjectDefineProperty, ObjectFreeze, SymbolFor } = primordials;
 
 function unsupported(what) {
   return () => {
@@ -123,6 +123,40 @@ internals.cellhostProcessLoaded = (process) => {
     }
     return fsCwd().chdir(directory);
   };
+  // workerd's getBuiltinModule gives what an import of the module gives
+  // (cellhost's wrappers and stubs, under the Worker's flags), and
+  // undefined for anything else; deno_node's would load its own node:module
+  // machinery, which reaches the host.
+  ObjectDefineProperty(process, "getBuiltinModule", {
+    __proto__: null,
+    value: function getBuiltinModule(id) {
+      id = `${id}`;
+      // Built-ins only (a name without a scheme is a Node.js module's),
+      // never one of the Worker's own modules.
+      const scheme = /^[a-z]+:/.exec(id)?.[0];
+      if (scheme && scheme !== "node:" && scheme !== "cloudflare:") return undefined;
+      const specifier = scheme ? id : `node:${id}`;
+      let ns;
+      try {
+        ns = core.ops.op_import_sync(specifier);
+      } catch (e) {
+        // Resolved to one of deno_node's lazily loaded modules, which the
+        // synchronous import does not reach: load it as the import would.
+        const lazy = /^Error: No such module "(node:[^"]+)"\.$/.exec(`${e}`);
+        try {
+          ns = lazy && core.createLazyLoader(lazy[1])();
+        } catch {
+          ns = undefined;
+        }
+        // Otherwise not a built-in, or one the Worker's flags leave off.
+        if (!ns) return undefined;
+      }
+      return ns.default ?? ns;
+    },
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
   // The bootstrap binds node's stdio streams onto the global console;
   // workerd's console has no such properties, and a Worker no stdio.
   delete globalThis.console._stdout;

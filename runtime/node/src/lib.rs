@@ -202,16 +202,34 @@ pub fn extensions() -> Vec<Extension> {
     .into();
   denied.extend(node.ops.iter().map(|o| o.name).filter(|n| !allowed(n)));
   let mut glue = cellhost_node::init();
-  glue.middleware_fn = Some(Box::new(move |op: OpDecl| {
-    if denied.contains(op.name) {
-      op.disable()
-    } else {
-      op
+  glue.middleware_fn = Some(Box::new(move |op: OpDecl| match op.name {
+    _ if denied.contains(op.name) => op.disable(),
+    "op_node_call_is_from_dependency" => {
+      op.with_implementation_from(&op_cellhost_from_dependency())
     }
+    "op_node_in_npm_package" => op.with_implementation_from(&op_cellhost_in_npm_package()),
+    _ => op,
   }));
   let mut all: Vec<Extension> = host.into();
   all.extend([deno_node_crypto::deno_node_crypto::init(), node, glue]);
   all
+}
+
+/// deno_node asks its npm resolver whether the code calling a deprecated
+/// Node API lives in a dependency (then it stays quiet); there is no
+/// resolver here, and deno_node's op would panic looking for it, aborting
+/// the process. A Worker's bundle is all one program, and workerd's
+/// `util.deprecate` never warns: every caller counts as a dependency.
+#[deno_core::op2(fast)]
+fn op_cellhost_from_dependency() -> bool {
+  true
+}
+
+/// No path is inside an npm package (see `NoNpm`); deno_node's op would
+/// panic looking for its resolver.
+#[deno_core::op2(fast)]
+fn op_cellhost_in_npm_package(#[string] _path: &str) -> bool {
+  false
 }
 
 /// The deno_node ops a Worker's polyfills may call: pure computation

@@ -42,7 +42,20 @@ pub const WRAPPERS: &[(&str, &str)] = &[
   ),
   ("net", include_str!("../js/wrap/net.js")),
   ("os", include_str!("../js/wrap/os.js")),
-  ("path", include_str!("../js/wrap/path.js")),
+  (
+    "path",
+    concat!(
+      include_str!("../js/wrap/path_cwd.js"),
+      include_str!("../js/wrap/path.js")
+    ),
+  ),
+  (
+    "path/posix",
+    concat!(
+      include_str!("../js/wrap/path_cwd.js"),
+      include_str!("../js/wrap/path_posix.js")
+    ),
+  ),
   (
     "stream/consumers",
     include_str!("../js/wrap/stream_consumers.js"),
