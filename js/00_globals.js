@@ -33,6 +33,7 @@ import { kOwner } from "ext:cellhost/01_keys.js";
 import { currentEvent, spendSubrequest, withConnection } from "ext:cellhost/06_budget.js";
 import * as workersGlobals from "ext:cellhost/07_workers_globals.js";
 import * as scope from "ext:cellhost/08_workers_scope.js";
+import { workerdFormData } from "ext:cellhost/09_form_data.js";
 import { HTMLRewriter } from "ext:cellhost_html/html_rewriter.js";
 import * as cacheApi from "ext:cellhost_cache/cache.js";
 import { install as installCrypto } from "ext:cellhost_crypto/crypto.js";
@@ -220,6 +221,7 @@ const dateNow = Date.now;
 // workerd reports time only at I/O boundaries and anchors performance at the
 // Unix epoch (timeOrigin 0, now() == Date.now()); do the same.
 scope.addPerformanceExtras(performance.Performance);
+workerdFormData(request.Request, response.Response);
 scope.bodyParent(request.Request, response.Response);
 ObjectDefineProperties(performance.performance, {
   timeOrigin: { get: () => 0, configurable: true, enumerable: true },

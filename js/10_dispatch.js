@@ -25,6 +25,7 @@ import { internal } from "ext:cellhost/00_globals.js";
 import { kOwner, kUnreachable } from "ext:cellhost/01_keys.js";
 import { setSubrequestLimit, withBudget } from "ext:cellhost/06_budget.js";
 import { fallbackCf, fixedLengths, requestCache } from "ext:cellhost/07_workers_globals.js";
+import { formDataFlags } from "ext:cellhost/09_form_data.js";
 import {
   cloudflareGlobal,
   compatibilityFlags,
@@ -126,6 +127,7 @@ let config = null;
 export function prepare(configJson) {
   config = JSONParse(configJson);
   const flags = compatibilityFlags(config.compatibilityFlags);
+  formDataFlags(flags);
   ObjectDefineProperty(globalThis, "Cloudflare", {
     value: cloudflareGlobal(flags),
     writable: true,

@@ -1,7 +1,8 @@
 //! `Cloudflare.compatibilityFlags` on cellhost and on workerd, for
 //! compatibility dates across the years and for named enable, disable and
 //! implying flags: the same object, flag for flag; and what the flags
-//! decide of a behaviour, Request's `cache` option. (The `workers_scope`
+//! decide of two behaviours, Request's `cache` option and whether a
+//! multipart body's file part is read as a File. (The `workers_scope`
 //! fixture compares the rest of the `Cloudflare` global at one date.)
 
 mod support;
@@ -12,8 +13,33 @@ use std::time::Duration;
 
 use support::*;
 
-const WORKER: &str =
-  "export default { fetch() { return Response.json(Cloudflare.compatibilityFlags) } };\n";
+/// `/`: the flags; `/cache` and `/formdata`: what they decide of Request's
+/// cache option and of a multipart file part.
+const WORKER: &str = r#"
+const MULTIPART = '--b\r\nContent-Disposition: form-data; name="f"; filename="a.txt"\r\n\r\nhi\r\n--b--';
+export default {
+  async fetch(request) {
+    const path = new URL(request.url).pathname;
+    if (path === "/cache") {
+      const out = [];
+      for (const cache of ["no-store", "no-cache", "default", "reload"]) {
+        try {
+          out.push(`${cache}: ${new Request("https://x/", { cache }).cache}`);
+        } catch (e) {
+          out.push(`${cache}: ${e.name}: ${e.message}`);
+        }
+      }
+      return new Response(out.join("\n"));
+    }
+    if (path === "/formdata") {
+      const headers = { "content-type": "multipart/form-data; boundary=b" };
+      const part = (await new Request("https://x/", { method: "POST", body: MULTIPART, headers }).formData()).get("f");
+      return new Response(typeof part === "string" ? `string ${part}` : `file ${part.name} ${await part.text()}`);
+    }
+    return Response.json(Cloudflare.compatibilityFlags);
+  },
+};
+"#;
 
 /// (compatibility date, named flags).
 const CASES: &[(&str, &[&str])] = &[
@@ -96,11 +122,17 @@ fn compatibility_flags_are_workerds_for_each_date_and_flag() {
     .unwrap();
     let ch = Cellhost::start(&dir, &["--data", &dir.join(".data").to_string_lossy()]);
     let got = get(ch.addr, "/").text();
-    let (want_cache, got_cache) = (get(waddr, "/cache").text(), get(ch.addr, "/cache").text());
-    if want_cache != got_cache {
-      failures.push(format!(
-        "{date} {flags:?}: cache option: workerd {want_cache}, cellhost {got_cache}"
-      ));
+    for path in ["/cache", "/formdata"] {
+      let (want, got) = (get(waddr, path).text(), get(ch.addr, path).text());
+      assert!(
+        want.contains(':') || want.contains(' '),
+        "{date} {path}: {want}"
+      );
+      if want != got {
+        failures.push(format!(
+          "{date} {flags:?}: {path}: workerd {want:?}, cellhost {got:?}"
+        ));
+      }
     }
     let parse =
       |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap_or_else(|e| panic!("{e}: {t}"));

@@ -34,6 +34,11 @@ const FLAGS: &[(&str, Support)] = &[
   ("assets_navigation_has_no_effect", Support::Honoured),
   ("enable_ctx_exports", Support::Honoured),
   ("disable_ctx_exports", Support::Honoured),
+  ("formdata_parser_supports_files", Support::Honoured),
+  (
+    "formdata_parser_converts_files_to_strings",
+    Support::Honoured,
+  ),
   ("js_rpc", Support::Always),
   ("rpc", Support::Always),
   (

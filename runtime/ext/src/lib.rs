@@ -120,6 +120,7 @@ deno_core::extension!(
     "06_budget.js",
     "07_workers_globals.js",
     "08_workers_scope.js",
+    "09_form_data.js",
     "10_dispatch.js",
     "30_durable_objects.js",
     "40_cell.js",
