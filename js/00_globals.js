@@ -50,6 +50,17 @@ const file = core.loadExtScript("ext:deno_web/09_file.js");
 const messagePort = core.loadExtScript("ext:deno_web/13_message_port.js");
 const { DOMException } = core.loadExtScript("ext:deno_web/01_dom_exception.js");
 const abortSignal = core.loadExtScript("ext:deno_web/03_abort_signal.js");
+// An abort without a reason gives workerd's AbortError message, not Deno's
+// ("The signal has been aborted"): AbortController.abort(),
+// AbortSignal.abort() and every signal deno_web aborts without one.
+{
+  const { AbortSignal, signalAbort } = abortSignal;
+  const denoAbort = AbortSignal.prototype[signalAbort];
+  AbortSignal.prototype[signalAbort] = function (reason) {
+    if (reason === undefined) reason = new DOMException("The operation was aborted", "AbortError");
+    return primordials.FunctionPrototypeCall(denoAbort, this, reason);
+  };
+}
 const headers = core.loadExtScript("ext:deno_fetch/20_headers.js");
 const formData = core.loadExtScript("ext:deno_fetch/21_formdata.js");
 const request = core.loadExtScript("ext:deno_fetch/23_request.js");
