@@ -269,6 +269,14 @@ core.registerErrorBuilder(
 core.setReportExceptionCallback((e) =>
   core.ops.op_cellhost_log(3, `Uncaught ${e?.stack ?? e}\n`)
 );
+// So are errors reportError() and event listeners report: deno_web
+// dispatches them as "error" on the global scope and, unless that is
+// canceled, hands them to deno_core, which would end the isolate's event
+// loop and with it the requests in flight (workerd logs them and goes on).
+FunctionPrototypeCall(targetProto.addEventListener, globalThis, "error", (e) => {
+  e.preventDefault();
+  core.ops.op_cellhost_log(3, `Uncaught ${e.error?.stack ?? e.error}\n`);
+});
 // The global scope hears about them as workerd tells it: `unhandledrejection`
 // (not cancelable) and, once such a promise gets a handler,
 // `rejectionhandled`.
