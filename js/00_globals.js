@@ -80,8 +80,8 @@ function outbound(start) {
 const realFetch = fetchMod.fetch;
 function gatedFetch(input, init) {
   try {
-    workersGlobals.checkRequestInit(init);
-    return outbound(() => realFetch(input, init));
+    const checked = workersGlobals.checkRequestInit(init);
+    return outbound(() => realFetch(input, checked));
   } catch (e) {
     return primordials.PromiseReject(e);
   }

@@ -12,6 +12,8 @@ const {
   Proxy,
   ReflectConstruct,
   RangeError,
+  SafeSet,
+  StringPrototypeToUpperCase,
   SymbolToStringTag,
   TypeError,
 } = primordials;
@@ -115,16 +117,42 @@ ObjectDefineProperty(Headers.prototype, "getAll", {
 // Worker constructs a Request and by fetch(); `request.cache` is the mode
 // given. Set by `requestCache` before the Worker's modules run.
 let cacheModes = null; // null: the option is refused.
+
+// The methods workerd knows (kj's list). A name in another case is
+// upper-cased from 2024-10-14 (upper_case_all_http_methods); before, only
+// the six the Fetch standard normalizes are; any other name is refused.
+// (TRACE stays refused here: deno_fetch forbids it.)
+const METHODS = new SafeSet([
+  "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "PURGE", "OPTIONS", "TRACE", "COPY", "LOCK", "MKCOL", "MOVE",
+  "PROPFIND", "PROPPATCH", "SEARCH", "UNLOCK", "ACL", "REPORT", "MKACTIVITY", "CHECKOUT", "MERGE", "MSEARCH",
+  "NOTIFY", "SUBSCRIBE", "UNSUBSCRIBE", "QUERY", "BAN",
+]);
+const STANDARD = new SafeSet(["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"]);
+let upperCaseAll = true;
+function method(m) {
+  if (METHODS.has(m)) return m;
+  const upper = StringPrototypeToUpperCase(m);
+  if (METHODS.has(upper) && (upperCaseAll || STANDARD.has(upper))) return upper;
+  throw new TypeError(`Invalid HTTP method string: ${m}`);
+}
+
+/** The RequestInit to construct with: `init` checked as workerd checks it
+ * (the cache option, the method), with the method workerd would use. */
 function checkInit(init) {
-  if (init === null || typeof init !== "object") return;
+  if (init === null || typeof init !== "object") return init;
   const mode = init.cache;
-  if (mode === undefined) return;
-  if (cacheModes === null) {
-    throw new Error("The 'cache' field on 'RequestInitializerDict' is not implemented.");
+  if (mode !== undefined) {
+    if (cacheModes === null) {
+      throw new Error("The 'cache' field on 'RequestInitializerDict' is not implemented.");
+    }
+    if (!ArrayPrototypeIncludes(cacheModes, `${mode}`)) {
+      throw new TypeError(`Unsupported cache mode: ${mode}`);
+    }
   }
-  if (!ArrayPrototypeIncludes(cacheModes, `${mode}`)) {
-    throw new TypeError(`Unsupported cache mode: ${mode}`);
-  }
+  const given = init.method;
+  if (given === undefined) return init;
+  const m = method(`${given}`);
+  return m === given ? init : { ...init, method: m };
 }
 export { checkInit as checkRequestInit };
 
@@ -132,6 +160,7 @@ export { checkInit as checkRequestInit };
  * `Cloudflare.compatibilityFlags` is) on the global Request, which is
  * returned. */
 export function requestCache(flags, requestMod) {
+  upperCaseAll = !!flags.upper_case_all_http_methods;
   if (flags.cache_option_enabled) {
     cacheModes = flags.cache_no_cache_enabled ? ["no-store", "no-cache"] : ["no-store"];
     ObjectDefineProperty(requestMod.Request.prototype, "cache", {
@@ -144,7 +173,7 @@ export function requestCache(flags, requestMod) {
   }
   return new Proxy(requestMod.Request, {
     construct(target, args, newTarget) {
-      checkInit(args[1]);
+      if (args.length > 1) args[1] = checkInit(args[1]);
       return ReflectConstruct(target, args, newTarget);
     },
   });

@@ -102,6 +102,12 @@ export function closeOn(st, code, reason) {
   }
   if (st.closeSent || st.readyState === CLOSED) return;
   st.closeSent = true;
+  // Still connecting: the connection fails once it is made (see the
+  // constructor), as the WebSocket standard has it.
+  if (st.readyState === CONNECTING) {
+    st.readyState = CLOSING;
+    return;
+  }
   if (st.readyState === OPEN) st.readyState = CLOSING;
   // 1005: a Close frame without a status.
   op_ws_close(st.rid, code ?? 1005, reason);
@@ -136,18 +142,24 @@ export class WebSocket extends EventTarget {
     this.#st = st;
     spendSubrequest();
     const headers = list.length > 0 ? [["sec-websocket-protocol", list.join(", ")]] : [];
+    const failed = (e) => {
+      st.readyState = CLOSED;
+      this.dispatchEvent(new ErrorEvent("error", { message: e?.message ?? `${e}`, error: e }));
+      this.dispatchEvent(new CloseEvent("close", { code: 1006, reason: "", wasClean: false }));
+    };
     op_ws_connect(u.href, headers).then((c) => {
+      if (st.closeSent) {
+        op_ws_drop(c.rid);
+        failed(new Error("WebSocket was closed before the connection was established."));
+        return;
+      }
       st.rid = c.rid;
       st.protocol = c.protocol;
       st.extensions = c.extensions;
       st.readyState = OPEN;
       this.dispatchEvent(new Event("open"));
       readLoop(this, st);
-    }, (e) => {
-      st.readyState = CLOSED;
-      this.dispatchEvent(new ErrorEvent("error", { message: e?.message ?? `${e}`, error: e }));
-      this.dispatchEvent(new CloseEvent("close", { code: 1006, reason: "", wasClean: false }));
-    });
+    }, failed);
   }
 
   get [kState]() {
