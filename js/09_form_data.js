@@ -16,7 +16,7 @@ const {
 const mimesniff = core.loadExtScript("ext:deno_web/01_mimesniff.js");
 const { FormData } = core.loadExtScript("ext:deno_fetch/21_formdata.js");
 const { File } = core.loadExtScript("ext:deno_web/09_file.js");
-const { TextDecoder } = core.loadExtScript("ext:deno_web/08_text_encoding.js");
+const { TextDecoder, TextEncoder } = core.loadExtScript("ext:deno_web/08_text_encoding.js");
 const { URLSearchParams } = core.loadExtScript("ext:deno_web/00_url.js");
 
 const utf8 = new TextDecoder();
@@ -28,7 +28,6 @@ let filesAsStrings = false;
 export function formDataFlags(flags) {
   filesAsStrings = !flags.formdata_parser_supports_files;
 }
-const ascii = (s) => Uint8Array.from(s, (c) => c.charCodeAt(0) & 0xff);
 
 /** The index of `needle` in `hay` from `from`, or -1. */
 function find(hay, needle, from) {
@@ -71,72 +70,24 @@ function parseHeaders(text) {
 }
 
 /** workerd's Content-Disposition grammar: a token, then `; name="value"`
- * parameters (quoted, non-empty, `\c` reads as `c`); null if it does not
- * parse. */
+ * parameters (quoted, non-empty, `\c` reads as `c`); parsing stops at the
+ * first thing that is not a parameter. null if there is no token. */
+const DISPOSITION = /^[ \t\r\n]*([A-Za-z0-9_-]+)[ \t\r\n]*/;
+const PARAM = /;[ \t\r\n]*([A-Za-z0-9_-]+)[ \t\r\n]*=[ \t\r\n]*"((?:[^"\n\\]|\\[^\n])+)"[ \t\r\n]*/y;
 function parseDisposition(s) {
-  const ws = /[ \t\r\n]*/y;
-  const ident = /[A-Za-z0-9_-]+/y;
-  let at = 0;
-  const skip = () => {
-    ws.lastIndex = at;
-    ws.exec(s);
-    at = ws.lastIndex;
-  };
-  const token = () => {
-    ident.lastIndex = at;
-    const m = ident.exec(s);
-    if (m) at = ident.lastIndex;
-    return m?.[0];
-  };
-  skip();
-  const type = token();
-  if (type === undefined) return null;
-  skip();
+  const head = DISPOSITION.exec(s);
+  if (head === null) return null;
   const params = [];
-  for (;;) {
-    const start = at;
-    const param = (() => {
-      if (s[at] !== ";") return null;
-      at++;
-      skip();
-      const name = token();
-      if (name === undefined) return null;
-      skip();
-      if (s[at] !== "=") return null;
-      at++;
-      skip();
-      if (s[at] !== '"') return null;
-      at++;
-      let value = "";
-      for (;;) {
-        const c = s[at];
-        if (c === undefined || c === "\n") return null;
-        if (c === '"') break;
-        if (c === "\\") {
-          if (s[at + 1] === undefined || s[at + 1] === "\n") return null;
-          value += s[at + 1];
-          at += 2;
-        } else {
-          value += c;
-          at++;
-        }
-      }
-      if (value === "") return null;
-      at++;
-      skip();
-      return [name, value];
-    })();
-    if (param === null) {
-      at = start;
-      break;
-    }
-    ArrayPrototypePush(params, param);
+  PARAM.lastIndex = head[0].length;
+  for (let m = PARAM.exec(s); m !== null; m = PARAM.exec(s)) {
+    ArrayPrototypePush(params, [m[1], m[2].replace(/\\([^])/g, "$1")]);
   }
-  return { type, params };
+  return { type: head[1], params };
 }
 
 function parseMultipart(bytes, boundary, form) {
-  const delimiter = ascii(`\n--${boundary}`);
+  // kj compares the boundary's UTF-8 bytes.
+  const delimiter = new TextEncoder().encode(`\n--${boundary}`);
   let at = find(bytes, TypedArrayPrototypeSubarray(delimiter, 1), 0);
   if (at === -1 || at + delimiter.length - 1 >= bytes.length) {
     throw new TypeError("No initial boundary string (or you have a truncated message).");

@@ -14,39 +14,23 @@ enum Support {
 }
 
 /// (flag, support) for the flags whose behaviour cellhost knows it has or
-/// lacks; their dates and implications are `cellhost_compat`'s.
+/// lacks, by the name that asks for the behaviour (a flag named by its
+/// other side, in workerd's table, is the same flag); their dates and
+/// implications are `cellhost_compat`'s.
 const FLAGS: &[(&str, Support)] = &[
   ("allow_eval_during_startup", Support::Honoured),
-  ("disallow_eval_during_startup", Support::Honoured),
   ("nodejs_compat", Support::Honoured),
   ("nodejs_compat_v2", Support::Honoured),
   ("nodejs_als", Support::Honoured),
   ("enable_nodejs_fs_module", Support::Honoured),
-  ("disable_nodejs_fs_module", Support::Honoured),
   ("nodejs_compat_populate_process_env", Support::Honoured),
-  (
-    "nodejs_compat_do_not_populate_process_env",
-    Support::Honoured,
-  ),
-  ("no_nodejs_compat", Support::Honoured),
-  ("no_nodejs_compat_v2", Support::Honoured),
   ("assets_navigation_prefers_asset_serving", Support::Honoured),
-  ("assets_navigation_has_no_effect", Support::Honoured),
   ("enable_ctx_exports", Support::Honoured),
-  ("disable_ctx_exports", Support::Honoured),
   ("formdata_parser_supports_files", Support::Honoured),
   ("upper_case_all_http_methods", Support::Honoured),
-  ("no_upper_case_all_http_methods", Support::Honoured),
   ("cache_option_enabled", Support::Honoured),
-  ("cache_option_disabled", Support::Honoured),
   ("cache_no_cache_enabled", Support::Honoured),
-  ("cache_no_cache_disabled", Support::Honoured),
   ("enable_global_performance_classes", Support::Honoured),
-  ("disable_global_performance_classes", Support::Honoured),
-  (
-    "formdata_parser_converts_files_to_strings",
-    Support::Honoured,
-  ),
   ("js_rpc", Support::Always),
   ("rpc", Support::Always),
   (
@@ -68,8 +52,12 @@ pub fn check(file: &std::path::Path, compat: &cellhost_compat::Resolved, named: 
     let workerds = cellhost_compat::find(flag).map(|(f, _)| f.name);
     // A flag that gates a Node.js module, named on either side.
     let gated = workerds.is_some_and(|f| cellhost_host::node::GATED.iter().any(|(_, g)| *g == f));
-    match FLAGS.iter().find(|(f, _)| f == flag) {
-      Some((_, Support::Missing(what))) => tracing::warn!(
+    match FLAGS
+      .iter()
+      .find(|(f, _)| workerds == Some(*f) || f == flag)
+    {
+      // Only the side that asks for the missing behaviour.
+      Some((f, Support::Missing(what))) if f == flag => tracing::warn!(
         "{}: compatibility flag `{flag}`: {what} not supported by cellhost yet",
         file.display()
       ),
