@@ -332,6 +332,35 @@ pub fn free_port() -> u16 {
     .port()
 }
 
+/// The TCP ports a process listens on, from its open sockets' inodes and
+/// the kernel's socket tables.
+pub fn listening_ports(pid: u32) -> Vec<u16> {
+  let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+    .unwrap()
+    .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+    .filter_map(|l| {
+      let l = l.to_string_lossy().into_owned();
+      Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+    })
+    .collect();
+  let mut ports = Vec::new();
+  for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+    let Ok(text) = std::fs::read_to_string(table) else {
+      continue;
+    };
+    for line in text.lines().skip(1) {
+      let f: Vec<&str> = line.split_whitespace().collect();
+      // local_address is ADDR:PORT in hex; state 0A is LISTEN; the inode is
+      // the tenth field.
+      if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+        let port = f[1].rsplit(':').next().unwrap();
+        ports.push(u16::from_str_radix(port, 16).unwrap());
+      }
+    }
+  }
+  ports
+}
+
 pub fn wait_port(addr: SocketAddr, timeout: Duration) -> bool {
   let end = Instant::now() + timeout;
   while Instant::now() < end {
