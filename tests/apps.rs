@@ -1,6 +1,7 @@
 //! Apps written the way published libraries' docs show (tests/apps: an
 //! `agents` Agent, a `partyserver` chat room, a `hono` app routing to a
-//! Durable Object) and one in the shape of Cloudflare's chat demo (its page
+//! Durable Object, an `express` app on node:http's server through
+//! `cloudflare:node`) and one in the shape of Cloudflare's chat demo (its page
 //! a `Data` module by `rules`, a rate limiter awaiting `setTimeout(0)`,
 //! rooms by `newUniqueId`/`idFromString`), bundled by wrangler 4.86 (`deploy --dry-run --outdir`)
 //! and served unchanged, from their own wrangler config, by cellhost and by
@@ -200,4 +201,9 @@ fn spa_chat_with_static_assets_as_on_wrangler_dev() {
 #[test]
 fn chat_demo_as_on_wrangler_dev() {
   same_on_both("chat-demo");
+}
+
+#[test]
+fn express_app_through_node_http_as_on_wrangler_dev() {
+  same_on_both("express");
 }

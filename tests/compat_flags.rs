@@ -1,8 +1,9 @@
 //! `Cloudflare.compatibilityFlags` on cellhost and on workerd, for
 //! compatibility dates across the years and for named enable, disable and
 //! implying flags: the same object, flag for flag; and what the flags
-//! decide of two behaviours, Request's `cache` option and whether a
-//! multipart body's file part is read as a File. (The `workers_scope`
+//! decide of three behaviours, Request's `cache` option, whether a
+//! multipart body's file part is read as a File and whether node:http has
+//! its server. (The `workers_scope`
 //! fixture compares the rest of the `Cloudflare` global at one date.)
 
 mod support;
@@ -13,8 +14,9 @@ use std::time::Duration;
 
 use support::*;
 
-/// `/`: the flags; `/cache` and `/formdata`: what they decide of Request's
-/// cache option and of a multipart file part.
+/// `/`: the flags; `/cache`, `/formdata` and `/httpserver`: what they
+/// decide of Request's cache option, of a multipart file part and of
+/// node:http's server.
 const WORKER: &str = r#"
 const MULTIPART = '--b\r\nContent-Disposition: form-data; name="f"; filename="a.txt"\r\n\r\nhi\r\n--b--';
 export default {
@@ -36,6 +38,15 @@ export default {
       const part = (await new Request("https://x/", { method: "POST", body: MULTIPART, headers }).formData()).get("f");
       return new Response(typeof part === "string" ? `string ${part}` : `file ${part.name} ${await part.text()}`);
     }
+    if (path === "/httpserver") {
+      const http = globalThis.process?.getBuiltinModule?.("node:http");
+      if (!http) return new Response("no node:http");
+      const out = [];
+      for (const f of [() => http.createServer(), () => new http.Server(), () => new http.ServerResponse({})]) {
+        try { f(); out.push("ok"); } catch (e) { out.push(`${e.code}: ${e.message}`); }
+      }
+      return new Response(out.join(", "));
+    }
     return Response.json(Cloudflare.compatibilityFlags);
   },
 };
@@ -47,6 +58,8 @@ const CASES: &[(&str, &[&str])] = &[
   ("2023-03-01", &[]),
   ("2024-09-23", &["nodejs_compat"]),
   ("2025-01-01", &["nodejs_compat"]),
+  // node:http without its server (from 2025-09-01).
+  ("2025-08-20", &["nodejs_compat"]),
   (
     "2025-10-01",
     &["nodejs_compat", "disable_nodejs_http_modules"],
@@ -122,7 +135,7 @@ fn compatibility_flags_are_workerds_for_each_date_and_flag() {
     .unwrap();
     let ch = Cellhost::start(&dir, &["--data", &dir.join(".data").to_string_lossy()]);
     let got = get(ch.addr, "/").text();
-    for path in ["/cache", "/formdata"] {
+    for path in ["/cache", "/formdata", "/httpserver"] {
       let (want, got) = (get(waddr, path).text(), get(ch.addr, path).text());
       assert!(
         want.contains(':') || want.contains(' '),

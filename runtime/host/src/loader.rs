@@ -185,6 +185,11 @@ impl ModuleLoader for Loader {
     if BUILTINS.iter().any(|(n, _)| *n == specifier) {
       return ModuleSpecifier::parse(specifier).map_err(JsErrorBox::from_err);
     }
+    // cloudflare:node lives with node:http's server, whose port table it
+    // reads (cellhost_node's `_cloudflare_node`).
+    if specifier == "cloudflare:node" {
+      return Ok(ModuleSpecifier::parse("cellhost-node:_cloudflare_node").expect("valid"));
+    }
     if specifier.starts_with("cloudflare:") {
       return Err(JsErrorBox::type_error(format!(
         "Cannot import \"{specifier}\": this Workers module is not supported by cellhost yet"

@@ -8,6 +8,13 @@
 
 /// (module name without `node:`, wrapper source).
 pub const WRAPPERS: &[(&str, &str)] = &[
+  // node:http's server and IncomingMessage, shared by node:http, node:https
+  // and cloudflare:node (`_`: no Worker imports it by this name).
+  ("_http_server", include_str!("../js/wrap/http_server.js")),
+  (
+    "_cloudflare_node",
+    include_str!("../js/wrap/cloudflare_node.js"),
+  ),
   ("assert", include_str!("../js/wrap/assert.js")),
   ("assert/strict", include_str!("../js/wrap/assert_strict.js")),
   (

@@ -1,19 +1,11 @@
 // The node:http(s) client as workerd has it: a request is one fetch() made
 // when the request ends (no sockets, no agent pooling), the response an
-// IncomingMessage over the fetch body. Shared by the node:http and
+// IncomingMessage over the fetch body (http_server.js's class, which the
+// server's requests share). Shared by the node:http and
 // node:https wrappers: src/wrap.rs puts this file in front of each.
-import { Readable, Writable } from "node:stream";
+import { Writable } from "node:stream";
+import { IncomingMessage, fromResponse, nodeError } from "cellhost-node:_http_server";
 import { Buffer } from "node:buffer";
-
-function nodeError(Class, code, message) {
-  const e = new Class(message);
-  e.code = code;
-  Object.defineProperty(e, "name", { value: Class.name, configurable: true, writable: true });
-  e.toString = function () {
-    return `${this.name} [${code}]: ${this.message}`;
-  };
-  return e;
-}
 
 const notImplementedOptions = ["maxHeaderSize", "createConnection", "lookup", "socketPath"];
 
@@ -41,57 +33,6 @@ function normalize(input, options, cb) {
 }
 
 function clientFor(defaultProtocol, defaultPort) {
-  class IncomingMessage extends Readable {
-    constructor(response) {
-      super();
-      this.statusCode = response.status;
-      this.statusMessage = response.statusText;
-      this.url = response.url;
-      this.httpVersion = "1.1";
-      this.httpVersionMajor = 1;
-      this.httpVersionMinor = 1;
-      this.complete = false;
-      this.method = null;
-      this.rawHeaders = [];
-      this.rawTrailers = [];
-      this.trailers = {};
-      this.headers = {};
-      this.headersDistinct = {};
-      for (const [name, value] of response.headers) {
-        // fetch's Headers yield set-cookie once per cookie; workerd joins
-        // every repeated header into one string, set-cookie included.
-        this.headers[name] = name in this.headers ? `${this.headers[name]}, ${value}` : value;
-      }
-      for (const name in this.headers) this.headersDistinct[name] = [this.headers[name]];
-      this.#reader = response.body?.getReader();
-      this.once("end", () => {
-        this.complete = true;
-      });
-    }
-    #reader;
-    _read() {
-      if (this.#reader === undefined) {
-        this.push(null);
-        return;
-      }
-      this.#reader.read().then(
-        ({ done, value }) => {
-          if (done) this.push(null);
-          else this.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
-        },
-        (e) => this.destroy(e),
-      );
-    }
-    _destroy(err, cb) {
-      this.#reader?.cancel(err).catch(() => {});
-      cb(err);
-    }
-    setTimeout(ms, cb) {
-      if (cb) this.once("timeout", cb);
-      return this;
-    }
-  }
-
   class ClientRequest extends Writable {
     #headers = new Map(); // lower-case name -> [name as given, value]
     #body = [];
@@ -209,7 +150,7 @@ function clientFor(defaultProtocol, defaultPort) {
       globalThis.fetch(url, { method: this.method, headers, body, signal: this.#abort.signal, redirect: "manual" }).then(
         (response) => {
           clearTimeout(this.#timer);
-          const res = new IncomingMessage(response);
+          const res = fromResponse(response);
           res.req = this;
           res.once("end", () => queueMicrotask(() => this.emit("close")));
           this.res = res;
