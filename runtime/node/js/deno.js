@@ -161,11 +161,76 @@ internals.cellhostProcessLoaded = (process) => {
   // workerd's console has no such properties, and a Worker no stdio.
   delete globalThis.console._stdout;
   delete globalThis.console._stderr;
+  asWorkerd(process);
 };
+
+// What workerd's process answers where Deno's would ask the host (its ops
+// are disabled here, and threw 'op is disabled'): fixed values, and
+// ERR_METHOD_NOT_IMPLEMENTED where workerd has no answer.
+function asWorkerd(process) {
+  const value = (name, v) =>
+    ObjectDefineProperty(process, name, { __proto__: null, value: v, writable: true, enumerable: true, configurable: true });
+  const notImplemented = (name) => () => {
+    const e = new Error(`The process.${name} method is not implemented`);
+    e.code = "ERR_METHOD_NOT_IMPLEMENTED";
+    throw e;
+  };
+  value("argv", ["workerd"]);
+  // Accessors of deno_node's that cannot be redefined; their setters take.
+  process.execPath = "";
+  process.title = "workerd";
+  value("version", `v${NODE_VERSION}`);
+  const versions = { node: NODE_VERSION };
+  for (const k of VERSION_KEYS) versions[k] = "";
+  value("versions", ObjectFreeze(versions));
+  process.debugPort = 0;
+  for (const name of ["getuid", "geteuid", "getgid", "getegid"]) value(name, () => 0);
+  value("getgroups", () => [0]);
+  // workerd's mask never changes.
+  value("umask", () => 0o22);
+  value("constrainedMemory", () => 0);
+  value("availableMemory", () => 0);
+  value("resourceUsage", () => ({
+    userCPUTime: 0, systemCPUTime: 0, maxRSS: 0, sharedMemorySize: 0, unsharedDataSize: 0, unsharedStackSize: 0,
+    minorPageFault: 0, majorPageFault: 0, swappedOut: 0, fsRead: 0, fsWrite: 0, ipcSent: 0, ipcReceived: 0,
+    signalsCount: 0, voluntaryContextSwitches: 0, involuntaryContextSwitches: 0,
+  }));
+  for (const name of [
+    "cpuUsage", "threadCpuUsage", "getActiveResourcesInfo", "hasUncaughtExceptionCaptureCallback",
+    "setUncaughtExceptionCaptureCallback",
+  ]) value(name, notImplemented(name));
+  // A stream that never has input (there is no terminal).
+  let stdin;
+  ObjectDefineProperty(process, "stdin", {
+    __proto__: null,
+    get() {
+      if (stdin === undefined) {
+        const { Readable } = core.createLazyLoader("node:stream")();
+        stdin = new Readable({ read() {} });
+        stdin.fd = 0;
+      }
+      return stdin;
+    },
+    set(v) {
+      stdin = v;
+    },
+    enumerable: true,
+    configurable: true,
+  });
+}
+
+// The Node.js version workerd 1.20261117 reports, and the other names of
+// its process.versions (each an empty string there).
+const NODE_VERSION = "22.23.4";
+const VERSION_KEYS = [
+  "v8", "modules", "zlib", "brotli", "zstd", "ares", "napi", "llhttp", "nghttp2", "acorn", "ada", "simdutf", "nbytes",
+  "ncrypto", "uvwasi", "uv", "openssl", "sqlite", "icu", "undici", "simdjson", "unicode", "cldr", "tz",
+  "cjs_module_lexer", "amaro", "merve",
+];
 
 // What node:process's bootstrap reads (see deno_node's process.ts).
 internals.__nodeBootstrapArgs = {
-  argv0: "",
+  argv0: "workerd",
   denoArgs: [],
   denoVersion: {},
   nodeDebug: "",

@@ -203,6 +203,7 @@ pub fn extensions() -> Vec<Extension> {
   denied.extend(node.ops.iter().map(|o| o.name).filter(|n| !allowed(n)));
   let mut glue = cellhost_node::init();
   glue.middleware_fn = Some(Box::new(move |op: OpDecl| match op.name {
+    "op_node_process_set_title" => op.with_implementation_from(&op_cellhost_set_title()),
     _ if denied.contains(op.name) => op.disable(),
     "op_node_call_is_from_dependency" => {
       op.with_implementation_from(&op_cellhost_from_dependency())
@@ -224,6 +225,11 @@ pub fn extensions() -> Vec<Extension> {
 fn op_cellhost_from_dependency() -> bool {
   true
 }
+
+/// `process.title = x` names the Worker's process object only (workerd's
+/// title is "workerd"); deno_node's op would rename the host's process.
+#[deno_core::op2(fast)]
+fn op_cellhost_set_title(#[string] _title: &str) {}
 
 /// No path is inside an npm package (see `NoNpm`); deno_node's op would
 /// panic looking for its resolver.
