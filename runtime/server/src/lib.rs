@@ -628,11 +628,21 @@ fn to_response(reply: HttpReply) -> Response<ReplyStream> {
     StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
   let headers = res.headers_mut();
   for (k, v) in reply.headers {
-    if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(&k), HeaderValue::from_bytes(&v)) {
+    if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(&k), HeaderValue::from_bytes(&v))
+      && !is_connection_header(&k)
+    {
       headers.append(k, v);
     }
   }
   res
+}
+
+/// Headers of the connection rather than of the response: the server sets
+/// them, as workerd's does (kj drops a Worker's), so a Worker cannot close
+/// the client's connection or reframe the body.
+fn is_connection_header(name: &HeaderName) -> bool {
+  use http::header::{CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+  [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE].contains(name) || name == "keep-alive"
 }
 
 fn header_bytes(headers: &[(ByteString, ByteString)]) -> usize {
