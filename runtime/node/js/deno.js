@@ -195,6 +195,17 @@ function asWorkerd(process) {
     minorPageFault: 0, majorPageFault: 0, swappedOut: 0, fsRead: 0, fsWrite: 0, ipcSent: 0, ipcReceived: 0,
     signalsCount: 0, voluntaryContextSwitches: 0, involuntaryContextSwitches: 0,
   }));
+  value("dlopen", notImplemented("dlopen"));
+  // Reads the file through the Worker's node:fs (its /bundle, /tmp), as
+  // workerd's does; keys already in process.env are kept.
+  value("loadEnvFile", function loadEnvFile(path = ".env") {
+    const fs = process.getBuiltinModule("node:fs");
+    if (!fs) {
+      throw new Error("process.loadEnvFile() needs node:fs (a compatibility date from 2025-09-15 or enable_nodejs_fs_module)");
+    }
+    const parsed = process.getBuiltinModule("node:util").parseEnv(fs.readFileSync(path, "utf8"));
+    for (const k in parsed) if (!(k in process.env)) process.env[k] = parsed[k];
+  });
   for (const name of [
     "cpuUsage", "threadCpuUsage", "getActiveResourcesInfo", "hasUncaughtExceptionCaptureCallback",
     "setUncaughtExceptionCaptureCallback",

@@ -72,6 +72,7 @@ pub const WRAPPERS: &[(&str, &str)] = &[
     include_str!("../js/wrap/stream_promises.js"),
   ),
   ("timers", include_str!("../js/wrap/timers.js")),
+  ("tls", include_str!("../js/wrap/tls.js")),
   ("util/types", include_str!("../js/wrap/util_types.js")),
 ];
 

@@ -14,8 +14,10 @@ export const {
   validateHeaderName, validateHeaderValue,
 } = m;
 export const { CloseEvent, MessageEvent, WebSocket } = globalThis;
+// deno_node's additions workerd does not have.
+const { ServerImpl: _impl, setGlobalProxyFromEnv: _proxy, ...base } = m.default;
 export default {
-  ...m.default,
+  ...base,
   ...client,
   IncomingMessage,
   Server,

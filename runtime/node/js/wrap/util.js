@@ -6,12 +6,15 @@ import { core } from "ext:core/mod.js";
 const m = core.loadExtScript("ext:deno_node/util.ts");
 import { Buffer as NodeBuffer } from "node:buffer";
 import * as utilTypes from "node:util/types";
-const deprecated = (what) => () => {
-  throw new Error(`${what} (deprecated in Node.js) is not supported in a Worker (cellhost)`);
+// workerd keeps these names and refuses the calls.
+const notImplemented = (what) => () => {
+  const e = new Error(`The ${what} method is not implemented`);
+  e.code = "ERR_METHOD_NOT_IMPLEMENTED";
+  throw e;
 };
 const added = {
-  _errnoException: deprecated("util._errnoException()"),
-  _exceptionWithHostPort: deprecated("util._exceptionWithHostPort()"),
+  _errnoException: notImplemented("_errnoException"),
+  _exceptionWithHostPort: notImplemented("_exceptionWithHostPort"),
   getCallSite: m.getCallSites,
   isBoolean: (v) => typeof v === "boolean",
   isBuffer: (v) => NodeBuffer.isBuffer(v),
