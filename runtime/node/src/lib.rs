@@ -102,6 +102,7 @@ deno_core::extension!(
     // `extensions`): workerd's export names (see src/wrap.rs).
     "node:util" = "wrap/util.js",
     "node:url" = "wrap/url.js",
+    "node:worker_threads" = "wrap/worker_threads.js",
     // node:fs, workerd's in-memory file system (node:fs resolves here:
     // runtime/host/src/node.rs; a Worker cannot name these).
     "node:cellhost/fs" = "fs/node_fs.js",
@@ -190,13 +191,13 @@ pub fn extensions() -> Vec<Extension> {
     .flat_map(|e| e.ops.iter().map(|o| o.name))
     .collect();
   let mut node = deno_node::deno_node::init::<NoNpm, NoNpm, Sys>(None, fs);
-  // node:util and node:url are cellhost_node's own modules (workerd's
-  // export names); deno_core would link a synthetic module of the same
-  // name ahead of them.
+  // node:util, node:url and node:worker_threads are cellhost_node's own
+  // modules (workerd's export names); deno_core would link a synthetic
+  // module of the same name ahead of them.
   node.synthetic_esm_modules = node
     .synthetic_esm_modules
     .iter()
-    .filter(|(name, _)| !matches!(*name, "node:util" | "node:url"))
+    .filter(|(name, _)| !matches!(*name, "node:util" | "node:url" | "node:worker_threads"))
     .copied()
     .collect::<Vec<_>>()
     .into();
@@ -204,6 +205,7 @@ pub fn extensions() -> Vec<Extension> {
   let mut glue = cellhost_node::init();
   glue.middleware_fn = Some(Box::new(move |op: OpDecl| match op.name {
     "op_node_process_set_title" => op.with_implementation_from(&op_cellhost_set_title()),
+    "op_get_env_no_permission_check" => op.with_implementation_from(&op_cellhost_no_env()),
     _ if denied.contains(op.name) => op.disable(),
     "op_node_call_is_from_dependency" => {
       op.with_implementation_from(&op_cellhost_from_dependency())
@@ -230,6 +232,16 @@ fn op_cellhost_from_dependency() -> bool {
 /// title is "workerd"); deno_node's op would rename the host's process.
 #[deno_core::op2(fast)]
 fn op_cellhost_set_title(#[string] _title: &str) {}
+
+/// The polyfills read the host's environment here and there (TERM for
+/// readline, proxy variables for agents, console colours); a Worker has
+/// none of it (its `process.env` is its bindings), so every variable is
+/// unset. deno_os's op was disabled, and threw where they read it.
+#[deno_core::op2]
+#[string]
+fn op_cellhost_no_env(#[string] _key: &str) -> Option<String> {
+  None
+}
 
 /// No path is inside an npm package (see `NoNpm`); deno_node's op would
 /// panic looking for its resolver.

@@ -3,8 +3,9 @@
 //! are added (`js/wrap/*.js`), names workerd lacks are left out, so a bundle
 //! that links against workerd links here too. The host's module loader
 //! serves a wrapper for `node:<name>`; the wrapper's own imports of
-//! `node:<name>` reach deno_node's module. (node:util and node:url are
-//! registered under their own names instead: see `lib.rs`.)
+//! `node:<name>` reach deno_node's module. (node:util, node:url and
+//! node:worker_threads are registered under their own names instead: see
+//! `lib.rs`.)
 
 /// (module name without `node:`, wrapper source).
 pub const WRAPPERS: &[(&str, &str)] = &[
