@@ -296,6 +296,24 @@ ObjectDefineProperty(requestMod.Request.prototype, "cf", {
   configurable: true,
 });
 
+// workerd's Request has `fetcher` (null: a Request made here was not sent
+// through a binding), its Response a `cf` (undefined unless set by a fetch
+// to Cloudflare, which cellhost does not make).
+ObjectDefineProperty(requestMod.Request.prototype, "fetcher", {
+  get() {
+    return null;
+  },
+  enumerable: true,
+  configurable: true,
+});
+ObjectDefineProperty(ResponsePrototype, "cf", {
+  get() {
+    return undefined;
+  },
+  enumerable: true,
+  configurable: true,
+});
+
 function callHandler(request, ctx) {
   switch (worker.kind) {
     case "object": {

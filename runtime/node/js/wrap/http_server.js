@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 import { Readable } from "node:stream";
 import { Buffer } from "node:buffer";
-import { OutgoingMessage, STATUS_CODES, validateHeaderName, validateHeaderValue } from "node:http";
+import { OutgoingMessage, STATUS_CODES } from "node:http";
 
 export function nodeError(Class, code, message) {
   const e = new Class(message);
@@ -503,8 +503,6 @@ export function createServer(options, requestListener) {
 export function _connectionListener() {
   throw notImplemented("_connectionListener");
 }
-
-export { validateHeaderName, validateHeaderValue };
 
 // cloudflare:node's two functions (see _cloudflare_node).
 export async function handleAsNodeRequest(desc, request, env, ctx) {
