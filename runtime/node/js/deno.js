@@ -127,35 +127,29 @@ internals.cellhostProcessLoaded = (process) => {
   // (cellhost's wrappers and stubs, under the Worker's flags), and
   // undefined for anything else; deno_node's would load its own node:module
   // machinery, which reaches the host.
-  ObjectDefineProperty(process, "getBuiltinModule", {
-    __proto__: null,
-    value: function getBuiltinModule(id) {
-      id = `${id}`;
-      // Built-ins only (a name without a scheme is a Node.js module's),
-      // never one of the Worker's own modules.
-      const scheme = /^[a-z]+:/.exec(id)?.[0];
-      if (scheme && scheme !== "node:" && scheme !== "cloudflare:") return undefined;
-      const specifier = scheme ? id : `node:${id}`;
-      let ns;
+  defineValue(process, "getBuiltinModule", function getBuiltinModule(id) {
+    id = `${id}`;
+    // Built-ins only (a name without a scheme is a Node.js module's),
+    // never one of the Worker's own modules.
+    const scheme = /^[a-z]+:/.exec(id)?.[0];
+    if (scheme && scheme !== "node:" && scheme !== "cloudflare:") return undefined;
+    const specifier = scheme ? id : `node:${id}`;
+    let ns;
+    try {
+      ns = core.ops.op_import_sync(specifier);
+    } catch (e) {
+      // Resolved to one of deno_node's lazily loaded modules, which the
+      // synchronous import does not reach: load it as the import would.
+      const lazy = /^Error: No such module "(node:[^"]+)"\.$/.exec(`${e}`);
       try {
-        ns = core.ops.op_import_sync(specifier);
-      } catch (e) {
-        // Resolved to one of deno_node's lazily loaded modules, which the
-        // synchronous import does not reach: load it as the import would.
-        const lazy = /^Error: No such module "(node:[^"]+)"\.$/.exec(`${e}`);
-        try {
-          ns = lazy && core.createLazyLoader(lazy[1])();
-        } catch {
-          ns = undefined;
-        }
-        // Otherwise not a built-in, or one the Worker's flags leave off.
-        if (!ns) return undefined;
+        ns = lazy && core.createLazyLoader(lazy[1])();
+      } catch {
+        ns = undefined;
       }
-      return ns.default ?? ns;
-    },
-    writable: true,
-    enumerable: true,
-    configurable: true,
+      // Otherwise not a built-in, or one the Worker's flags leave off.
+      if (!ns) return undefined;
+    }
+    return ns.default ?? ns;
   });
   // The bootstrap binds node's stdio streams onto the global console;
   // workerd's console has no such properties, and a Worker no stdio.
@@ -164,12 +158,16 @@ internals.cellhostProcessLoaded = (process) => {
   asWorkerd(process);
 };
 
+/** `object[name] = v`, as an own writable, enumerable, configurable value. */
+function defineValue(object, name, v) {
+  ObjectDefineProperty(object, name, { __proto__: null, value: v, writable: true, enumerable: true, configurable: true });
+}
+
 // What workerd's process answers where Deno's would ask the host (its ops
 // are disabled here, and threw 'op is disabled'): fixed values, and
 // ERR_METHOD_NOT_IMPLEMENTED where workerd has no answer.
 function asWorkerd(process) {
-  const value = (name, v) =>
-    ObjectDefineProperty(process, name, { __proto__: null, value: v, writable: true, enumerable: true, configurable: true });
+  const value = (name, v) => defineValue(process, name, v);
   const notImplemented = (name) => () => {
     const e = new Error(`The process.${name} method is not implemented`);
     e.code = "ERR_METHOD_NOT_IMPLEMENTED";

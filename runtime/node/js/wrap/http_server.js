@@ -19,7 +19,7 @@ export function nodeError(Class, code, message) {
   return e;
 }
 
-const notImplemented = (what) => nodeError(Error, "ERR_METHOD_NOT_IMPLEMENTED", `The ${what} method is not implemented`);
+export const notImplemented = (what) => nodeError(Error, "ERR_METHOD_NOT_IMPLEMENTED", `The ${what} method is not implemented`);
 
 const kState = Symbol("state");
 const kResponse = Symbol("response");
@@ -29,7 +29,7 @@ const kOutHeadersOf = Symbol("outHeaders");
 const kIncoming = Symbol("IncomingMessage");
 const kResponseClass = Symbol("ServerResponse");
 
-const serverOn = !!globalThis.Cloudflare?.compatibilityFlags?.enable_nodejs_http_server_modules;
+export const serverOn = !!globalThis.Cloudflare?.compatibilityFlags?.enable_nodejs_http_server_modules;
 
 // Headers Node.js keeps once (fetch has joined their repeats with commas).
 const FIRST_ONLY = new Set([
